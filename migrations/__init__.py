@@ -1,0 +1,1 @@
+"""Alembic revisions for the training store (shipped as a package so installs carry them)."""

@@ -1,0 +1,1 @@
+"""Prediction server: hot-reloaded models answering TTFT/TPOT predictions."""

@@ -1,0 +1,15 @@
+"""python -m prediction_server [--host H] [--port P]; configured by environment variables."""
+
+from __future__ import annotations
+
+from prediction_server.app import create_app
+from shared.server import serve
+from shared.settings import PredictionSettings
+
+
+def main() -> None:
+    serve("latency-predictor prediction server", PredictionSettings, create_app)
+
+
+if __name__ == "__main__":
+    main()

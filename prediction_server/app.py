@@ -1,0 +1,59 @@
+"""create_app(settings): the prediction server, built from its parts at start-up."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+from fastapi import FastAPI, Request
+
+from prediction_server.metrics import PredictionMetrics
+from prediction_server.routes import ops
+from prediction_server.slot import ModelSlot
+from prediction_server.watcher import ModelWatcher
+from shared.predict_api import build_predict_router
+from shared.predictor import LoadedBundle, prior_bundle
+from shared.settings import PredictionSettings
+
+
+def create_app(settings: PredictionSettings) -> FastAPI:
+    slot = ModelSlot(
+        prior_bundle(settings.model_type, settings.objective_type, settings.quantile_alpha)
+    )
+    metrics = PredictionMetrics(slot)
+    metrics.served(slot.bundle.version, None)
+    watcher = ModelWatcher(settings, slot, metrics)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        settings.model_dir.mkdir(parents=True, exist_ok=True)
+        if settings.sync_from_trainer and settings.training_server_url:
+            app.state.sync_client = httpx.AsyncClient(
+                base_url=settings.training_server_url, timeout=10.0
+            )
+        await watcher.check()  # serve the published bundle from the first request on
+        task = asyncio.create_task(watcher.run(app.state.sync_client), name="model-watcher")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            if app.state.sync_client is not None:
+                await app.state.sync_client.aclose()
+
+    app = FastAPI(title="latency-predictor prediction server", lifespan=lifespan)
+    app.state.settings, app.state.slot = settings, slot
+    app.state.metrics, app.state.watcher = metrics, watcher
+    app.state.sync_client = None
+
+    def serving_bundle(request: Request) -> LoadedBundle:
+        return slot.bundle
+
+    app.include_router(build_predict_router(serving_bundle, metrics.predict,
+                                            settings.max_rows_per_call))
+    app.include_router(ops.router)
+    return app

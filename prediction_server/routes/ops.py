@@ -1,0 +1,96 @@
+"""Operations routes of the prediction server: probes, status, reload, metrics."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import generate_latest
+
+from prediction_server.watcher import ModelWatcher
+from shared.predictor import LoadedBundle
+from shared.responses import rfc3339
+from shared.targets import TARGETS
+
+router = APIRouter()
+
+
+def _bundle(request: Request) -> LoadedBundle:
+    return request.app.state.slot.bundle
+
+
+def _model_fields(bundle: LoadedBundle) -> dict[str, Any]:
+    manifest = bundle.manifest
+    return {
+        "model_type": bundle.model_type.value,
+        "objective_type": bundle.objective.value,
+        "quantile": bundle.quantile,
+        "model_version": bundle.version,
+        "model_created_at": rfc3339(manifest.created_at) if manifest else None,
+        "model_age_seconds": (time.time() - manifest.created_at.timestamp()) if manifest else None,
+    }
+
+
+@router.get("/")
+async def root(request: Request) -> dict[str, Any]:
+    return {
+        "service": "latency-predictor prediction server",
+        "description": "Answers p90 TTFT/TPOT predictions from the newest published bundle; "
+                       "POST /predict/bulk/strict is the hot path.",
+        "docs": "/docs",
+        "model_version": _bundle(request).version,
+    }
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(request: Request) -> dict[str, Any]:
+    """Always ready: until a trained bundle lands the documented cold-start prior answers."""
+    bundle = _bundle(request)
+    return {"status": "ready", "model_version": bundle.version, "cold_start": bundle.is_prior}
+
+
+@router.get("/status")
+async def status(request: Request) -> dict[str, Any]:
+    bundle = _bundle(request)
+    watcher: ModelWatcher = request.app.state.watcher
+    return {
+        "is_ready": True,
+        **_model_fields(bundle),
+        "last_model_load": None if bundle.is_prior else rfc3339(bundle.loaded_at),
+        "training_server_url": request.app.state.settings.training_server_url,
+        "models_exist": {f"{t.value}_model": bundle.has_model(t) for t in TARGETS},
+        "cold_start": bundle.is_prior,
+        "refused_versions": watcher.refused,
+    }
+
+
+@router.post("/reload")
+async def reload(request: Request) -> dict[str, Any]:
+    """Look for a newer bundle now instead of at the next poll."""
+    watcher: ModelWatcher = request.app.state.watcher
+    synced = False
+    if request.app.state.sync_client is not None:
+        synced = await watcher.sync_from_trainer(request.app.state.sync_client)
+    loaded = await watcher.check()
+    bundle = _bundle(request)
+    return {
+        "synced": synced,
+        "loaded": loaded,
+        "is_ready": True,
+        **_model_fields(bundle),
+        "last_load_time": None if bundle.is_prior else rfc3339(bundle.loaded_at),
+    }
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    return Response(
+        generate_latest(request.app.state.metrics.registry),
+        media_type="text/plain; version=0.0.4; charset=utf-8",
+    )

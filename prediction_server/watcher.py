@@ -1,0 +1,80 @@
+"""ModelWatcher: polls the model directory and swaps in each newly published bundle.
+
+Loading and verification run in a worker thread, off the request path; a bundle that fails
+verification is refused once, counted, and the previous bundle keeps serving. With
+LATENCY_SYNC_FROM_TRAINER it first mirrors the trainer's published bundle over HTTP into
+the local model directory (for pods with no shared volume).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import httpx
+
+from prediction_server.metrics import PredictionMetrics
+from prediction_server.slot import ModelSlot
+from shared.archive import import_bundle
+from shared.artifact import BundleError, read_current_version
+from shared.predictor import load_bundle
+from shared.settings import PredictionSettings
+
+log = logging.getLogger(__name__)
+
+
+class ModelWatcher:
+    def __init__(self, settings: PredictionSettings, slot: ModelSlot, metrics: PredictionMetrics):
+        self.settings = settings
+        self.slot = slot
+        self.metrics = metrics
+        self.refused: dict[str, str] = {}  # version -> reason; not retried
+        self._lock = asyncio.Lock()
+
+    async def check(self) -> bool:
+        """Load the published version if it is new; True when a swap happened."""
+        async with self._lock:
+            version = await asyncio.to_thread(read_current_version, self.settings.model_dir)
+            if version is None or version == self.slot.bundle.version or version in self.refused:
+                return False
+            try:
+                bundle = await asyncio.to_thread(load_bundle, self.settings.model_dir, version)
+            except BundleError as exc:
+                self.refused[version] = str(exc)
+                self.metrics.refused.inc()
+                log.error("refused bundle %s: %s; still serving %s",
+                          version, exc, self.slot.bundle.version)
+                return False
+            previous = self.slot.swap(bundle)
+            self.metrics.reloads.inc()
+            self.metrics.served(bundle.version, previous.version)
+            log.info("serving bundle %s (was %s)", bundle.version, previous.version)
+            return True
+
+    async def sync_from_trainer(self, client: httpx.AsyncClient) -> bool:
+        """Mirror the trainer's published bundle locally; True when a new one arrived."""
+        try:
+            info = (await client.get("/model/download/info")).raise_for_status().json()
+            remote = info.get("model_version")
+            local = await asyncio.to_thread(read_current_version, self.settings.model_dir)
+            if not remote or remote == local or remote in self.refused:
+                return False
+            archive = (await client.get("/model/export")).raise_for_status().content
+            await asyncio.to_thread(import_bundle, self.settings.model_dir, archive)
+            return True
+        except (httpx.HTTPError, ValueError, BundleError) as exc:
+            self.metrics.sync_errors.inc()
+            log.warning("model sync from %s failed: %s", self.settings.training_server_url, exc)
+            return False
+
+    async def run(self, client: httpx.AsyncClient | None) -> None:
+        """Poll forever (until cancelled); `client` set means mirror from the trainer first."""
+        while True:
+            try:
+                if client is not None:
+                    await self.sync_from_trainer(client)
+                await self.check()
+            except OSError:  # e.g. the model volume went away; keep serving, keep polling
+                self.metrics.watch_errors.inc()
+                log.exception("cannot read the model directory")
+            await asyncio.sleep(self.settings.model_sync_interval_sec)

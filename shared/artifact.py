@@ -1,0 +1,197 @@
+"""The model bundle: one directory per version, published atomically, verified on load.
+
+    <model_dir>/versions/<version>/manifest.json   what the bundle is, sha256 of every file
+    <model_dir>/versions/<version>/ttft.json ...   models in the library's native format
+    <model_dir>/CURRENT                           the published version's name
+
+A bundle is written into a hidden temporary directory, fsynced, renamed into `versions/`,
+and only then is CURRENT replaced (write temp + fsync + rename). A reader that follows
+CURRENT therefore sees a complete TTFT+TPOT pair or the previous one, never a mix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from shared.backends import Backend, backend_for
+from shared.settings import ModelType, ObjectiveType
+from shared.targets import TARGETS, Target
+
+FORMAT_VERSION = 1
+CURRENT_POINTER = "CURRENT"
+VERSIONS_DIR = "versions"
+MANIFEST = "manifest.json"
+
+
+class BundleError(Exception):
+    """A bundle that must not be served: missing, partial, corrupt or inconsistent."""
+
+
+class TargetManifest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    file: str | None = Field(description="model file in the bundle; null = cold-start prior")
+    sha256: str | None = None
+    features: list[str]
+    train_samples: int = 0
+    test_samples: int = 0
+    metrics: dict[str, float | None] = {}
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    format_version: int = FORMAT_VERSION
+    version: str
+    created_at: datetime
+    model_type: ModelType
+    objective: ObjectiveType
+    quantile: float
+    targets: dict[Target, TargetManifest]
+    library_versions: dict[str, str] = {}
+
+
+def new_version(now: datetime | None = None) -> str:
+    """Sortable, unique at a retrain cadence: 20261202T170512.123456Z."""
+    return (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_durably(path: Path, data: bytes) -> None:
+    with path.open("wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def read_current_version(model_dir: Path) -> str | None:
+    try:
+        text = (model_dir / CURRENT_POINTER).read_text().strip()
+    except FileNotFoundError:
+        return None
+    return text or None
+
+
+def publish_pointer(model_dir: Path, version: str) -> None:
+    """Point CURRENT at `version` atomically (temp file + fsync + rename)."""
+    tmp = model_dir / f".{CURRENT_POINTER}.{os.getpid()}.tmp"
+    _write_durably(tmp, version.encode() + b"\n")
+    os.replace(tmp, model_dir / CURRENT_POINTER)
+    _fsync_dir(model_dir)
+
+
+def write_bundle(
+    model_dir: Path,
+    manifest: Manifest,
+    models: dict[Target, Any | None],
+    *,
+    keep: int = 5,
+) -> Path:
+    """Save `models` with the manifest's backend, publish them as `manifest.version`."""
+    backend = backend_for(manifest.model_type)
+    versions = model_dir / VERSIONS_DIR
+    versions.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".staging-{manifest.version}-", dir=versions))
+    try:
+        for target in TARGETS:
+            entry = manifest.targets[target]
+            model = models.get(target)
+            if model is None:
+                entry.file, entry.sha256 = None, None
+                continue
+            entry.file = f"{target.value}{backend.file_suffix}"
+            path = staging / entry.file
+            backend.save(model, path)
+            with path.open("rb") as fh:
+                os.fsync(fh.fileno())
+            entry.sha256 = sha256_file(path)
+        _write_durably(staging / MANIFEST, manifest.model_dump_json(indent=2).encode())
+        _fsync_dir(staging)
+        final = versions / manifest.version
+        os.rename(staging, final)
+        _fsync_dir(versions)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    publish_pointer(model_dir, manifest.version)
+    prune_versions(model_dir, keep=keep)
+    return final
+
+
+def prune_versions(model_dir: Path, *, keep: int) -> list[str]:
+    """Delete all but the newest `keep` versions (never the published one)."""
+    versions = model_dir / VERSIONS_DIR
+    current = read_current_version(model_dir)
+    names = sorted(p.name for p in versions.iterdir() if p.is_dir() and not p.name.startswith("."))
+    doomed = [n for n in names[:-keep] if n != current] if keep else []
+    for name in doomed:
+        shutil.rmtree(versions / name, ignore_errors=True)
+    return doomed
+
+
+def read_manifest(bundle_dir: Path) -> Manifest:
+    try:
+        return Manifest.model_validate_json((bundle_dir / MANIFEST).read_bytes())
+    except FileNotFoundError as exc:
+        raise BundleError(f"{bundle_dir.name}: no {MANIFEST}") from exc
+    except ValidationError as exc:
+        raise BundleError(f"{bundle_dir.name}: invalid manifest: {exc}") from exc
+
+
+def load_models(bundle_dir: Path, manifest: Manifest) -> dict[Target, Any | None]:
+    """Verify every checksum and feature count, then load; raises BundleError."""
+    backend: Backend = backend_for(manifest.model_type)
+    models: dict[Target, Any | None] = {}
+    for target in TARGETS:
+        entry = manifest.targets.get(target)
+        if entry is None:
+            raise BundleError(f"{manifest.version}: manifest has no {target.value} entry")
+        if entry.file is None:
+            models[target] = None
+            continue
+        path = bundle_dir / entry.file
+        if path.parent != bundle_dir or not path.is_file():
+            raise BundleError(f"{manifest.version}: missing model file {entry.file!r}")
+        if sha256_file(path) != entry.sha256:
+            raise BundleError(f"{manifest.version}: checksum mismatch for {entry.file}")
+        try:
+            model = backend.load(path)
+        except Exception as exc:  # the libraries raise their own error types on bad files
+            raise BundleError(f"{manifest.version}: cannot load {entry.file}: {exc}") from exc
+        if backend.num_features(model) != len(entry.features):
+            raise BundleError(
+                f"{manifest.version}: {entry.file} has {backend.num_features(model)} features, "
+                f"manifest lists {len(entry.features)}"
+            )
+        models[target] = model
+    return models
+
+
+def bundle_dir_for(model_dir: Path, version: str) -> Path:
+    path = model_dir / VERSIONS_DIR / version
+    if path.parent != model_dir / VERSIONS_DIR:
+        raise BundleError(f"invalid version name {version!r}")
+    return path

@@ -1,0 +1,141 @@
+"""Tree-model backends: fit, save, load and predict in each library's native format.
+
+The only module that imports xgboost or lightgbm. Artifacts are XGBoost JSON and LightGBM
+text: readable, versioned by the library, and never unpickled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from shared.settings import ModelType, ObjectiveType
+
+
+@dataclass(frozen=True)
+class FitParams:
+    objective: ObjectiveType
+    quantile: float
+    n_estimators: int = 200
+    max_depth: int = 6
+    learning_rate: float = 0.1
+    threads: int = 0  # 0: the library's default
+
+
+class Backend(Protocol):
+    model_type: ModelType
+    file_suffix: str
+
+    def fit(self, x: np.ndarray, y: np.ndarray, params: FitParams) -> Any: ...
+
+    def save(self, model: Any, path: Path) -> None: ...
+
+    def load(self, path: Path) -> Any: ...
+
+    def predict(self, model: Any, x: np.ndarray) -> np.ndarray: ...
+
+    def num_features(self, model: Any) -> int: ...
+
+    def importances(self, model: Any, names: Sequence[str]) -> dict[str, float]: ...
+
+
+class XGBoostBackend:
+    model_type = ModelType.XGBOOST
+    file_suffix = ".json"
+
+    def fit(self, x: np.ndarray, y: np.ndarray, params: FitParams) -> Any:
+        import xgboost as xgb
+
+        booster_params: dict[str, Any] = {
+            "tree_method": "hist",
+            "max_depth": params.max_depth,
+            "eta": params.learning_rate,
+            "verbosity": 0,
+        }
+        if params.threads:
+            booster_params["nthread"] = params.threads
+        if params.objective is ObjectiveType.QUANTILE:
+            booster_params.update(objective="reg:quantileerror", quantile_alpha=params.quantile)
+        else:
+            booster_params["objective"] = "reg:squarederror"
+        dtrain = xgb.DMatrix(x, label=y)
+        return xgb.train(booster_params, dtrain, num_boost_round=params.n_estimators)
+
+    def save(self, model: Any, path: Path) -> None:
+        model.save_model(str(path))
+
+    def load(self, path: Path) -> Any:
+        import xgboost as xgb
+
+        booster = xgb.Booster(model_file=str(path))
+        # One thread per predict: the server runs one worker per core, and the batches are small.
+        booster.set_param({"nthread": 1})
+        return booster
+
+    def predict(self, model: Any, x: np.ndarray) -> np.ndarray:
+        return np.asarray(model.inplace_predict(x), dtype=np.float64)
+
+    def num_features(self, model: Any) -> int:
+        return int(model.num_features())
+
+    def importances(self, model: Any, names: Sequence[str]) -> dict[str, float]:
+        gain = model.get_score(importance_type="gain")  # keys f0, f1, ... (trained unnamed)
+        return {name: float(gain.get(f"f{i}", 0.0)) for i, name in enumerate(names)}
+
+    def tree_dumps(self, model: Any) -> list[str]:
+        """One JSON object per tree, the format the EPP's Go client evaluates."""
+        return list(model.get_dump(dump_format="json"))
+
+
+class LightGBMBackend:
+    model_type = ModelType.LIGHTGBM
+    file_suffix = ".txt"
+
+    def fit(self, x: np.ndarray, y: np.ndarray, params: FitParams) -> Any:
+        import lightgbm as lgb
+
+        lgb_params: dict[str, Any] = {
+            "max_depth": params.max_depth,
+            "num_leaves": min(2**params.max_depth, 63),
+            "learning_rate": params.learning_rate,
+            "verbosity": -1,
+        }
+        if params.threads:
+            lgb_params["num_threads"] = params.threads
+        if params.objective is ObjectiveType.QUANTILE:
+            lgb_params.update(objective="quantile", alpha=params.quantile)
+        else:
+            lgb_params["objective"] = "regression"
+        return lgb.train(lgb_params, lgb.Dataset(x, label=y), num_boost_round=params.n_estimators)
+
+    def save(self, model: Any, path: Path) -> None:
+        model.save_model(str(path))
+
+    def load(self, path: Path) -> Any:
+        import lightgbm as lgb
+
+        return lgb.Booster(model_file=str(path))
+
+    def predict(self, model: Any, x: np.ndarray) -> np.ndarray:
+        return np.asarray(model.predict(x, num_threads=1), dtype=np.float64)
+
+    def num_features(self, model: Any) -> int:
+        return int(model.num_feature())
+
+    def importances(self, model: Any, names: Sequence[str]) -> dict[str, float]:
+        gain = model.feature_importance(importance_type="gain")
+        return {name: float(value) for name, value in zip(names, gain, strict=True)}
+
+
+BACKENDS: dict[ModelType, Backend] = {
+    ModelType.XGBOOST: XGBoostBackend(),
+    ModelType.LIGHTGBM: LightGBMBackend(),
+}
+
+
+def backend_for(model_type: ModelType | str) -> Backend:
+    return BACKENDS[ModelType(model_type)]

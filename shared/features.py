@@ -1,0 +1,121 @@
+"""The one feature definition, used by training and by every prediction route.
+
+Rows travel as `Columns`: one float64 array per request field plus `pod_type_code`.
+A model bundle records the feature names it was trained on, and prediction builds the
+matrix from those names, so the two sides cannot drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from shared.targets import Target
+
+Columns = dict[str, np.ndarray]
+
+FRACTION_FIELDS = ("kv_cache_percentage", "prefix_cache_score")
+REQUIRED_COUNT_FIELDS = (
+    "input_token_length",
+    "num_request_waiting",
+    "num_request_running",
+    "num_tokens_generated",
+)
+OPTIONAL_COUNT_FIELDS = (
+    "prefill_tokens_in_flight",
+    "decode_tokens_in_flight",
+    "encoder_matched_size",
+    "encoder_input_size",
+)
+NUMERIC_FIELDS = FRACTION_FIELDS + REQUIRED_COUNT_FIELDS + OPTIONAL_COUNT_FIELDS
+
+# "" (monolithic) and every unrecognised role label ("both", "prefill-decode", ...) serve
+# prefill and decode on one pod, so they share code 0; an unknown label never becomes NaN.
+POD_TYPE_CODES = {"prefill": 1.0, "decode": 2.0}
+
+
+def pod_type_code(pod_type: str | None) -> float:
+    return POD_TYPE_CODES.get((pod_type or "").strip().lower(), 0.0)
+
+
+def _effective_input_tokens(c: Columns) -> np.ndarray:
+    return (1.0 - c["prefix_cache_score"]) * c["input_token_length"]
+
+
+def _prefill_score_bucket(c: Columns) -> np.ndarray:
+    return np.minimum(np.floor(c["prefix_cache_score"] * 4.0), 3.0)
+
+
+def _raw(name: str) -> Callable[[Columns], np.ndarray]:
+    return lambda c: c[name]
+
+
+FEATURES: Mapping[str, Callable[[Columns], np.ndarray]] = {
+    "is_queued": lambda c: (c["num_request_waiting"] > 0).astype(np.float64),
+    **{name: _raw(name) for name in NUMERIC_FIELDS},
+    "effective_input_tokens": _effective_input_tokens,
+    "prefill_score_bucket": _prefill_score_bucket,
+    "pod_type_code": _raw("pod_type_code"),
+}
+
+# decode_tokens_in_flight and num_tokens_generated are left out on purpose: the EPP sends
+# constants for them at prediction time (0 and 1) but real values in training rows, so a
+# model that learned them would be asked about a state it never trained on.
+_TTFT = (
+    "is_queued",
+    "kv_cache_percentage",
+    "input_token_length",
+    "num_request_waiting",
+    "num_request_running",
+    "prefill_tokens_in_flight",
+    "encoder_matched_size",
+    "encoder_input_size",
+    "prefix_cache_score",
+    "effective_input_tokens",
+    "prefill_score_bucket",
+    "pod_type_code",
+)
+_TPOT = (
+    "is_queued",
+    "kv_cache_percentage",
+    "input_token_length",
+    "num_request_waiting",
+    "num_request_running",
+    "prefill_tokens_in_flight",
+    "pod_type_code",
+)
+_TOKEN_IN_FLIGHT = {"prefill_tokens_in_flight"}
+_ENCODER = {"encoder_matched_size", "encoder_input_size"}
+
+
+def feature_names(
+    target: Target, *, token_in_flight: bool = True, encoder: bool = True
+) -> tuple[str, ...]:
+    """Feature names for `target`, honouring the LATENCY_ENABLE_*_FEATURES switches."""
+    dropped = (set() if token_in_flight else _TOKEN_IN_FLIGHT) | (set() if encoder else _ENCODER)
+    names = _TTFT if target is Target.TTFT else _TPOT
+    return tuple(n for n in names if n not in dropped)
+
+
+def build_matrix(columns: Columns, names: Sequence[str]) -> np.ndarray:
+    """Float32 matrix (rows x names) for a model; unknown names raise KeyError."""
+    n = len(columns["input_token_length"])
+    matrix = np.empty((n, len(names)), dtype=np.float32)
+    for j, name in enumerate(names):
+        matrix[:, j] = FEATURES[name](columns)
+    return matrix
+
+
+def columns_from_dicts(rows: Sequence[Mapping[str, Any]]) -> Columns:
+    """Columns from already-validated rows (pydantic dumps or database rows)."""
+    n = len(rows)
+    columns: Columns = {
+        name: np.fromiter((r.get(name) or 0 for r in rows), dtype=np.float64, count=n)
+        for name in NUMERIC_FIELDS
+    }
+    columns["pod_type_code"] = np.fromiter(
+        (pod_type_code(r.get("pod_type")) for r in rows), dtype=np.float64, count=n
+    )
+    return columns

@@ -1,0 +1,93 @@
+"""A loaded, verified bundle that predicts both targets: the unit a server swaps whole."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shared.artifact import (
+    BundleError,
+    Manifest,
+    bundle_dir_for,
+    load_models,
+    read_current_version,
+    read_manifest,
+)
+from shared.backends import backend_for
+from shared.features import Columns, build_matrix
+from shared.prior import PRIOR_VERSION, prior_predict
+from shared.settings import ModelType, ObjectiveType
+from shared.targets import TARGETS, Target
+
+
+@dataclass(frozen=True)
+class LoadedBundle:
+    """Immutable: a server replaces the whole object, so TTFT and TPOT always match."""
+
+    version: str
+    model_type: ModelType
+    objective: ObjectiveType
+    quantile: float
+    models: dict[Target, Any | None]
+    features: dict[Target, tuple[str, ...]]
+    manifest: Manifest | None = None
+    loaded_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    @property
+    def is_prior(self) -> bool:
+        return self.manifest is None
+
+    def has_model(self, target: Target) -> bool:
+        return self.models.get(target) is not None
+
+    def predict(self, columns: Columns) -> dict[Target, np.ndarray]:
+        """Predictions per target in ms, clamped at 0 (a latency is never negative)."""
+        out: dict[Target, np.ndarray] = {}
+        for target in TARGETS:
+            model = self.models.get(target)
+            if model is None:
+                values = prior_predict(target, columns)
+            else:
+                matrix = build_matrix(columns, self.features[target])
+                values = backend_for(self.model_type).predict(model, matrix)
+            out[target] = np.maximum(values, 0.0)
+        return out
+
+
+def prior_bundle(model_type: ModelType, objective: ObjectiveType, quantile: float) -> LoadedBundle:
+    return LoadedBundle(
+        version=PRIOR_VERSION,
+        model_type=model_type,
+        objective=objective,
+        quantile=quantile,
+        models={t: None for t in TARGETS},
+        features={t: () for t in TARGETS},
+    )
+
+
+def load_bundle(model_dir: Path, version: str) -> LoadedBundle:
+    """Read and verify one published version; raises BundleError."""
+    bundle_dir = bundle_dir_for(model_dir, version)
+    manifest = read_manifest(bundle_dir)
+    if manifest.version != version:
+        raise BundleError(f"{version}: manifest says version {manifest.version}")
+    models = load_models(bundle_dir, manifest)
+    return LoadedBundle(
+        version=manifest.version,
+        model_type=manifest.model_type,
+        objective=manifest.objective,
+        quantile=manifest.quantile,
+        models=models,
+        features={t: tuple(manifest.targets[t].features) for t in TARGETS},
+        manifest=manifest,
+    )
+
+
+def load_current_bundle(model_dir: Path) -> LoadedBundle | None:
+    """The published bundle, or None when nothing is published yet."""
+    version = read_current_version(model_dir)
+    return None if version is None else load_bundle(model_dir, version)

@@ -1,0 +1,32 @@
+"""Prediction response bodies, shared by every predict route on both servers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from shared.predictor import LoadedBundle
+from shared.targets import Target
+
+
+def rfc3339(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def prediction_payloads(
+    bundle: LoadedBundle, predictions: dict[Target, np.ndarray]
+) -> list[dict[str, Any]]:
+    """One response object per row, in input order; built from plain lists for speed."""
+    common = {
+        "predicted_at": rfc3339(datetime.now(UTC)),
+        "model_type": bundle.model_type.value,
+        "objective_type": bundle.objective.value,
+        "quantile": bundle.quantile,
+        "last_model_load": None if bundle.is_prior else rfc3339(bundle.loaded_at),
+        "model_version": bundle.version,
+    }
+    ttft = predictions[Target.TTFT].tolist()
+    tpot = predictions[Target.TPOT].tolist()
+    return [{"ttft_ms": a, "tpot_ms": b, **common} for a, b in zip(ttft, tpot, strict=True)]

@@ -1,0 +1,86 @@
+"""Settings from the environment (pydantic-settings). Nothing is built at import time.
+
+Environment names are the ones operators already set for the llm-d predictor (see
+../shared/spec/api.md section 7), plus ours prefixed LATENCY_.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ModelType(str, Enum):
+    XGBOOST = "xgboost"
+    LIGHTGBM = "lightgbm"
+
+
+class ObjectiveType(str, Enum):
+    QUANTILE = "quantile"
+    MEAN = "mean"
+
+
+def _env(name: str) -> AliasChoices:
+    return AliasChoices(name)
+
+
+class CommonSettings(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+
+    model_dir: Path = Field(Path("./var/models"), validation_alias=_env("LATENCY_MODEL_DIR"))
+    model_type: ModelType = Field(ModelType.XGBOOST, validation_alias=_env("LATENCY_MODEL_TYPE"))
+    objective_type: ObjectiveType = Field(
+        ObjectiveType.QUANTILE, validation_alias=_env("LATENCY_OBJECTIVE_TYPE")
+    )
+    quantile_alpha: float = Field(
+        0.9, gt=0.0, lt=1.0, validation_alias=_env("LATENCY_QUANTILE_ALPHA")
+    )
+    max_rows_per_call: int = Field(
+        10_000, ge=1, validation_alias=_env("LATENCY_MAX_ROWS_PER_CALL")
+    )
+    log_level: str = Field("info", validation_alias=_env("LATENCY_LOG_LEVEL"))
+
+
+class TrainingSettings(CommonSettings):
+    host: str = Field("127.0.0.1", validation_alias=_env("TRAINING_HOST"))
+    port: int = Field(8000, validation_alias=_env("TRAINING_PORT"))
+    db_url: str = Field("sqlite:///./var/latency.db", validation_alias=_env("LATENCY_DB_URL"))
+    retraining_interval_sec: float = Field(
+        10.0, gt=0.0, validation_alias=_env("LATENCY_RETRAINING_INTERVAL_SEC")
+    )
+    min_samples_for_retrain: int = Field(
+        100, ge=1, validation_alias=_env("LATENCY_MIN_SAMPLES_FOR_RETRAIN")
+    )
+    max_training_data_size_per_bucket: int = Field(
+        10_000, ge=1, validation_alias=_env("LATENCY_MAX_TRAINING_DATA_SIZE_PER_BUCKET")
+    )
+    test_train_ratio: float = Field(
+        0.1, ge=0.0, lt=1.0, validation_alias=_env("LATENCY_TEST_TRAIN_RATIO")
+    )
+    max_test_data_size: int = Field(1_000, ge=0, validation_alias=_env("LATENCY_MAX_TEST_DATA_SIZE"))
+    enable_token_in_flight_features: bool = Field(
+        True, validation_alias=_env("LATENCY_ENABLE_TOKEN_IN_FLIGHT_FEATURES")
+    )
+    enable_encoder_features: bool = Field(
+        True, validation_alias=_env("LATENCY_ENABLE_ENCODER_FEATURES")
+    )
+    keep_model_versions: int = Field(5, ge=2, validation_alias=_env("LATENCY_KEEP_MODEL_VERSIONS"))
+    n_estimators: int = Field(200, ge=1, validation_alias=_env("LATENCY_N_ESTIMATORS"))
+    max_depth: int = Field(6, ge=1, validation_alias=_env("LATENCY_MAX_DEPTH"))
+    learning_rate: float = Field(0.1, gt=0.0, validation_alias=_env("LATENCY_LEARNING_RATE"))
+    train_threads: int = Field(0, ge=0, validation_alias=_env("LATENCY_TRAIN_THREADS"))
+    migrate_on_start: bool = Field(True, validation_alias=_env("LATENCY_MIGRATE_ON_START"))
+
+
+class PredictionSettings(CommonSettings):
+    host: str = Field("127.0.0.1", validation_alias=_env("PREDICT_HOST"))
+    port: int = Field(8001, validation_alias=_env("PREDICT_PORT"))
+    training_server_url: str | None = Field(None, validation_alias=_env("TRAINING_SERVER_URL"))
+    model_sync_interval_sec: float = Field(
+        1.0, gt=0.0, validation_alias=_env("MODEL_SYNC_INTERVAL_SEC")
+    )
+    # For pods without the shared model volume: mirror bundles from TRAINING_SERVER_URL.
+    sync_from_trainer: bool = Field(False, validation_alias=_env("LATENCY_SYNC_FROM_TRAINER"))

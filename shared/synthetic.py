@@ -1,0 +1,62 @@
+"""A small, seeded simulator of vLLM request latencies, for the demo and the tests.
+
+Shaped like the physics the models must learn: TTFT grows with uncached prompt tokens,
+tokens already being prefilled and queue depth; TPOT grows with running requests and KV
+load. Each row measures one target, as the EPP reports them (the other actual is 0).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+POD_TYPES = ("", "", "", "prefill", "decode", "both")
+
+
+def synthetic_row(rng: random.Random, *, measure: str | None = None) -> dict[str, Any]:
+    waiting = rng.choice((0, 0, 0, 1, 2, 5))
+    running = rng.randint(0, 32)
+    input_len = int(rng.lognormvariate(6.0, 1.2))
+    prefix = rng.choice((0.0, 0.0, rng.random()))
+    kv = min(1.0, running / 40.0 + rng.random() * 0.1)
+    in_flight = rng.randint(0, 4096) if running else 0
+    effective = (1.0 - prefix) * input_len
+    ttft = (20.0 + 0.12 * effective + 0.05 * in_flight + 150.0 * waiting)
+    ttft *= rng.lognormvariate(0.0, 0.25)
+    tpot = (8.0 + 0.6 * running + 30.0 * kv) * rng.lognormvariate(0.0, 0.15)
+    measure = measure or rng.choice(("ttft", "tpot"))
+    return {
+        "kv_cache_percentage": kv,
+        "input_token_length": input_len,
+        "num_request_waiting": waiting,
+        "num_request_running": running,
+        "num_tokens_generated": 0 if measure == "ttft" else rng.randint(1, 512),
+        "prefix_cache_score": prefix,
+        "pod_type": rng.choice(POD_TYPES),
+        "prefill_tokens_in_flight": in_flight,
+        "decode_tokens_in_flight": 0,
+        "actual_ttft_ms": ttft if measure == "ttft" else 0.0,
+        "actual_tpot_ms": tpot if measure == "tpot" else 0.0,
+    }
+
+
+def synthetic_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    return [synthetic_row(rng) for _ in range(n)]
+
+
+def prediction_row(**overrides: Any) -> dict[str, Any]:
+    """A valid prediction request with the EPP's prediction-time constants."""
+    row: dict[str, Any] = {
+        "kv_cache_percentage": 0.3,
+        "input_token_length": 500,
+        "num_request_waiting": 0,
+        "num_request_running": 4,
+        "num_tokens_generated": 1,
+        "prefix_cache_score": 0.0,
+        "pod_type": "",
+        "prefill_tokens_in_flight": 0,
+        "decode_tokens_in_flight": 0,
+    }
+    row.update(overrides)
+    return row

@@ -1,0 +1,141 @@
+"""Fixtures: real SQLite files, a real PostgreSQL schema per test, real trained bundles."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import OperationalError
+
+from shared.artifact import Manifest, TargetManifest, new_version, write_bundle
+from shared.backends import FitParams, backend_for
+from shared.features import build_matrix, columns_from_dicts, feature_names
+from shared.settings import ModelType, ObjectiveType, TrainingSettings
+from shared.synthetic import synthetic_rows
+from shared.targets import TARGETS, Target
+from training_server.db import make_engine
+from training_server.migrate import upgrade
+from training_server.store import SampleStore
+
+PG_URL = os.environ.get(
+    "LATENCY_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+SKIP_PG = os.environ.get("LATENCY_TEST_SKIP_POSTGRES") == "1"
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'store.db'}"
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh schema on the real server, dropped afterwards."""
+    if SKIP_PG:
+        pytest.skip("LATENCY_TEST_SKIP_POSTGRES=1")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(PG_URL)
+    try:
+        with admin.begin() as conn:
+            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    except OperationalError as exc:
+        pytest.fail(
+            f"PostgreSQL is not reachable at {PG_URL} ({exc.orig}); start it (.ci/run does) "
+            "or set LATENCY_TEST_SKIP_POSTGRES=1 to skip these tests knowingly"
+        )
+    try:
+        yield f"{PG_URL}?options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest) -> str:
+    return request.getfixturevalue(f"{request.param}_url")
+
+
+@pytest.fixture
+def migrated_url(db_url: str) -> str:
+    upgrade(db_url)
+    return db_url
+
+
+@pytest.fixture
+def store(migrated_url: str) -> Iterator[SampleStore]:
+    engine = make_engine(migrated_url)
+    yield SampleStore(engine, test_ratio=0.1)
+    engine.dispose()
+
+
+@pytest.fixture
+def model_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "models"
+    path.mkdir()
+    return path
+
+
+def training_settings(tmp_path: Path, db_url: str, **overrides: Any) -> TrainingSettings:
+    values: dict[str, Any] = {
+        "db_url": db_url,
+        "model_dir": tmp_path / "models",
+        "min_samples_for_retrain": 50,
+        "n_estimators": 30,
+        "retraining_interval_sec": 3600.0,  # tests trigger retrains themselves
+    }
+    values.update(overrides)
+    return TrainingSettings(**values)
+
+
+def publish_trained_bundle(
+    model_dir: Path,
+    model_type: ModelType = ModelType.XGBOOST,
+    objective: ObjectiveType = ObjectiveType.QUANTILE,
+    *,
+    rows: int = 400,
+    seed: int = 0,
+    version: str | None = None,
+) -> Manifest:
+    """Fit real models on synthetic rows and publish them as one bundle."""
+    backend = backend_for(model_type)
+    params = FitParams(objective=objective, quantile=0.9, n_estimators=20, max_depth=4)
+    data = synthetic_rows(rows, seed=seed)
+    models, entries = {}, {}
+    for target in TARGETS:
+        measured = [r for r in data if r[target.actual_field] > 0]
+        names = feature_names(target)
+        x = build_matrix(columns_from_dicts(measured), names)
+        y = [r[target.actual_field] for r in measured]
+        models[target] = backend.fit(x, np.asarray(y), params)
+        entries[target] = TargetManifest(file=None, features=list(names),
+                                         train_samples=len(measured))
+    manifest = Manifest(
+        version=version or new_version(), created_at=datetime.now(UTC), model_type=model_type,
+        objective=objective, quantile=0.9, targets=entries,
+    )
+    write_bundle(model_dir, manifest, models)
+    return manifest
+
+
+MODEL_CHOICES = [
+    (ModelType.XGBOOST, ObjectiveType.QUANTILE),
+    (ModelType.XGBOOST, ObjectiveType.MEAN),
+    (ModelType.LIGHTGBM, ObjectiveType.QUANTILE),
+    (ModelType.LIGHTGBM, ObjectiveType.MEAN),
+]
+
+
+@pytest.fixture(params=MODEL_CHOICES, ids=lambda c: f"{c[0].value}-{c[1].value}")
+def model_choice(request: pytest.FixtureRequest) -> tuple[ModelType, ObjectiveType]:
+    return request.param
+
+
+__all__ = ["MODEL_CHOICES", "Target", "publish_trained_bundle", "training_settings"]

@@ -1,0 +1,131 @@
+"""End to end with real processes on 127.0.0.1: one training server, two prediction servers
+sharing a model directory, bulk ingestion, hot swap, and a SIGKILL of the trainer."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from shared.synthetic import prediction_row, synthetic_rows
+from tests.live import LiveServer, free_port
+
+BATCH = 200
+SHORT = prediction_row(input_token_length=50)
+LONG = prediction_row(input_token_length=6000, num_request_waiting=2)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[LiveServer, list[LiveServer]]]:
+    env = {
+        "LATENCY_DB_URL": f"sqlite:///{tmp_path / 'store.db'}",
+        "LATENCY_MODEL_DIR": str(tmp_path / "models"),
+        "LATENCY_RETRAINING_INTERVAL_SEC": "1",
+        "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50",
+        "LATENCY_N_ESTIMATORS": "30",
+        "MODEL_SYNC_INTERVAL_SEC": "0.2",
+    }
+    trainer = LiveServer("training_server", free_port(), env, tmp_path / "training.log")
+    predictors = [
+        LiveServer("prediction_server", free_port(), env, tmp_path / f"prediction-{i}.log")
+        for i in range(2)
+    ]
+    try:
+        trainer.start()
+        for p in predictors:
+            p.start()
+        yield trainer, predictors
+    finally:
+        for server in (trainer, *predictors):
+            server.stop()
+
+
+def ingest(url: str, rows: list[dict]) -> int:
+    accepted = 0
+    for i in range(0, len(rows), BATCH):
+        reply = httpx.post(f"{url}/add_training_data_bulk", json={"entries": rows[i:i + BATCH]},
+                           timeout=30)
+        assert reply.status_code == 202, reply.text
+        accepted += int(reply.json()["message"].split()[1])
+    return accepted
+
+
+def wait_for_new_version(trainer: LiveServer, predictors: list[LiveServer], old: str | None,
+                         timeout: float = 60.0) -> str:
+    """Wait until the trainer publishes a version other than `old` and both predictors serve it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        version = httpx.get(f"{trainer.url}/data/status").json()["model_version"]
+        served = {httpx.get(f"{p.url}/status").json()["model_version"] for p in predictors}
+        if version not in (None, old) and served == {version}:
+            return version
+        time.sleep(0.2)
+    raise AssertionError(f"no new version served by both predictors within {timeout}s")
+
+
+def strict(server: LiveServer, rows: list[dict]) -> dict:
+    reply = httpx.post(f"{server.url}/predict/bulk/strict", json={"requests": rows}, timeout=10)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def test_ingest_retrain_and_hot_swap_on_both_predictors(cluster) -> None:
+    trainer, predictors = cluster
+    cold = strict(predictors[0], [SHORT])
+    assert cold["model_version"] == "cold-start-prior"
+
+    assert ingest(trainer.url, synthetic_rows(1000, seed=1)) == 1000
+    first = wait_for_new_version(trainer, predictors, None)
+    answers = [strict(p, [SHORT, LONG]) for p in predictors]
+    for answer in answers:
+        assert answer["model_version"] == first
+        short, long = answer["predictions"]
+        assert long["ttft_ms"] > short["ttft_ms"]
+    assert answers[0]["predictions"][0]["ttft_ms"] == answers[1]["predictions"][0]["ttft_ms"]
+
+    ingest(trainer.url, synthetic_rows(400, seed=2))
+    second = wait_for_new_version(trainer, predictors, first)
+    assert second > first
+    assert all(strict(p, [SHORT])["model_version"] == second for p in predictors)
+
+
+def test_sigkill_of_the_trainer_loses_no_accepted_sample(cluster) -> None:
+    trainer, predictors = cluster
+    rows = synthetic_rows(BATCH, seed=3)
+    accepted = 0
+    stop = threading.Event()
+
+    def stream() -> None:
+        nonlocal accepted
+        with httpx.Client(timeout=5) as client:
+            for _ in range(500):  # bounded: 500 batches at most
+                if stop.is_set():
+                    return
+                try:
+                    reply = client.post(f"{trainer.url}/add_training_data_bulk",
+                                        json={"entries": rows})
+                except httpx.HTTPError:
+                    return  # the server died mid-call: that batch was never acknowledged
+                if reply.status_code == 202:
+                    accepted += BATCH
+
+    streamer = threading.Thread(target=stream)
+    streamer.start()
+    time.sleep(2.0)
+    trainer.kill()
+    stop.set()
+    streamer.join(30)
+    assert accepted >= 2 * BATCH, "the stream should have landed several batches before the kill"
+
+    # The model that was published keeps being served while the trainer is down.
+    assert strict(predictors[0], [SHORT])["total_requests"] == 1
+
+    trainer.start()
+    stored = httpx.get(f"{trainer.url}/data/status").json()
+    total = stored["training_data"]["total_samples"] + stored["test_data"]["total_samples"]
+    # Every 202 is in the store; at most the one unanswered batch may also have committed.
+    assert accepted <= total <= accepted + BATCH

@@ -1,0 +1,59 @@
+"""Real server processes on 127.0.0.1 for end-to-end tests: started, probed, ended by PID."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class LiveServer:
+    def __init__(self, module: str, port: int, env: dict[str, str], log_path: Path):
+        self.module, self.port, self.env, self.log_path = module, port, env, log_path
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, ready_timeout: float = 60.0) -> LiveServer:
+        with self.log_path.open("ab") as log:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", self.module, "--host", "127.0.0.1",
+                 "--port", str(self.port)],
+                env={**os.environ, **self.env}, stdout=log, stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + ready_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.module} exited: {self.log_path.read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"{self.module} not ready in {ready_timeout}s")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hooks, as in a crash or an OOM kill."""
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()

@@ -1,0 +1,1 @@
+"""Training server: durable samples, periodic retraining, bundle publication."""

@@ -1,0 +1,15 @@
+"""python -m training_server [--host H] [--port P]; configured by environment variables."""
+
+from __future__ import annotations
+
+from shared.server import serve
+from shared.settings import TrainingSettings
+from training_server.app import create_app
+
+
+def main() -> None:
+    serve("latency-predictor training server", TrainingSettings, create_app)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""create_app(settings): the training server, built from its parts at start-up."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+
+from shared.artifact import BundleError
+from shared.predict_api import build_predict_router
+from shared.predict_metrics import PredictMetrics
+from shared.predictor import LoadedBundle, load_current_bundle, prior_bundle
+from shared.settings import TrainingSettings
+from training_server import migrate
+from training_server.db import make_engine
+from training_server.metrics import TrainingMetrics
+from training_server.retrainer import Retrainer
+from training_server.routes import models, ops, samples
+from training_server.store import SampleStore
+
+log = logging.getLogger(__name__)
+
+
+def _published(settings: TrainingSettings) -> LoadedBundle | None:
+    try:
+        return load_current_bundle(settings.model_dir)
+    except BundleError:
+        log.exception("the published bundle is unusable; the next retrain replaces it")
+        return None
+
+
+def create_app(settings: TrainingSettings, *, start_loop: bool = True) -> FastAPI:
+    metrics = TrainingMetrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.migrate_on_start:
+            migrate.upgrade(settings.db_url)
+        engine = make_engine(settings.db_url)
+        store = SampleStore(engine, test_ratio=settings.test_train_ratio)
+        app.state.bundle = _published(settings)
+
+        def on_publish(bundle: LoadedBundle) -> None:
+            app.state.bundle = bundle
+
+        retrainer = Retrainer(settings, store, metrics, on_publish)
+        retrainer.resume(app.state.bundle)
+        app.state.store, app.state.retrainer = store, retrainer
+        if start_loop:
+            retrainer.start()
+        try:
+            yield
+        finally:
+            retrainer.stop()
+            engine.dispose()
+
+    app = FastAPI(title="latency-predictor training server", lifespan=lifespan)
+    app.state.settings = settings
+    app.state.metrics = metrics
+    app.state.bundle = None
+    app.include_router(samples.router)
+    app.include_router(models.router)
+    app.include_router(ops.router)
+
+    def serving_bundle(request: Request) -> LoadedBundle:
+        return request.app.state.bundle or prior_bundle(
+            settings.model_type, settings.objective_type, settings.quantile_alpha
+        )
+
+    app.include_router(
+        build_predict_router(serving_bundle, PredictMetrics(metrics.registry),
+                             settings.max_rows_per_call)
+    )
+    return app

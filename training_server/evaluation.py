@@ -1,0 +1,30 @@
+"""Accuracy of a quantile prediction on held-out rows. Pure numpy, no I/O."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def pinball_loss(y_true: np.ndarray, y_pred: np.ndarray, quantile: float) -> float:
+    """Mean quantile loss: under-prediction costs `quantile`, over-prediction 1 - quantile."""
+    diff = y_true - y_pred
+    return float(np.mean(np.maximum(quantile * diff, (quantile - 1.0) * diff)))
+
+
+def evaluate(y_true: np.ndarray, y_pred: np.ndarray, quantile: float) -> dict[str, float | None]:
+    """MAE, RMSE, pinball loss, coverage (share of actuals <= prediction) and violation rate.
+
+    Coverage near `quantile` is the calibration check: a p90 should cover 90 % of requests.
+    """
+    if len(y_true) == 0:
+        return {"mae": None, "rmse": None, "pinball_loss": None, "coverage": None,
+                "violation_rate": None}
+    error = y_pred - y_true
+    coverage = float(np.mean(y_true <= y_pred))
+    return {
+        "mae": float(np.mean(np.abs(error))),
+        "rmse": float(np.sqrt(np.mean(error**2))),
+        "pinball_loss": pinball_loss(y_true, y_pred, quantile),
+        "coverage": coverage,
+        "violation_rate": 1.0 - coverage,
+    }

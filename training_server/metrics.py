@@ -1,0 +1,101 @@
+"""Training-server metrics: prometheus-client series plus the legacy llm-d lines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from shared.targets import TARGETS
+from training_server.tables import RETRAIN_METRICS
+
+
+class TrainingMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None):
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.samples_accepted = Counter(
+            "latency_samples_accepted", "Training rows durably stored", registry=r
+        )
+        self.samples_rejected = Counter(
+            "latency_samples_rejected", "Training rows refused", ["reason"], registry=r
+        )
+        self.ingest_seconds = Histogram(
+            "latency_ingest_duration_seconds",
+            "Time to validate and commit one bulk ingestion call",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+            registry=r,
+        )
+        self.store_samples = Gauge(
+            "latency_store_samples", "Rows held in the store", ["split", "target"], registry=r
+        )
+        self.retrains = Counter(
+            "latency_retrains", "Retrain attempts by outcome", ["status"], registry=r
+        )
+        self.retrain_seconds = Histogram(
+            "latency_retrain_duration_seconds",
+            "Wall time of one successful retrain (both targets, evaluation and export)",
+            buckets=(0.1, 0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 20, 30, 60),
+            registry=r,
+        )
+        self.consecutive_failures = Gauge(
+            "latency_retrain_consecutive_failures", "Failed retrains since the last success",
+            registry=r,
+        )
+        self.retrain_metric = Gauge(
+            "latency_retrain_metric", "Held-out metric of the latest retrain",
+            ["target", "metric"], registry=r,
+        )
+        self.model_published_at = Gauge(
+            "latency_model_published_timestamp_seconds", "Unix time the current bundle was built",
+            registry=r,
+        )
+
+    def observe_retrain(self, row: dict[str, Any]) -> None:
+        for target in TARGETS:
+            for name in RETRAIN_METRICS:
+                value = row.get(f"{target.value}_{name}")
+                if value is not None:
+                    self.retrain_metric.labels(target.value, name).set(value)
+
+    def render(self, legacy_lines: list[str]) -> bytes:
+        return ("\n".join(legacy_lines) + "\n").encode() + generate_latest(self.registry)
+
+
+def legacy_lines(
+    *,
+    model_type: str,
+    objective: str,
+    quantile: float,
+    counts: dict[str, dict[str, int]],
+    last_ok: dict[str, Any] | None,
+    importances: dict[str, dict[str, float]],
+) -> list[str]:
+    """The label-less `{}` lines and names that existing llm-d tooling parses."""
+    lines = [
+        "# legacy llm-d latency predictor metrics",
+        f'model_type{{type="{model_type}"}} 1',
+        f'objective_type{{type="{objective}"}} 1',
+        f"model_quantile{{}} {quantile}",
+        "ensemble_active{} 0",
+        "ensemble_mode{} 0",
+    ]
+    for target in TARGETS:
+        t = target.value
+        for split, label in (("training_data", "train"), ("test_data", "test")):
+            lines.append(
+                f'training_samples_count{{model="{t}",split="{label}"}} '
+                f"{counts[split][f'{t}_samples']}"
+            )
+        for feature, value in importances.get(t, {}).items():
+            lines.append(f'{t}_importance{{feature="{feature}"}} {value}')
+        if last_ok is None or last_ok.get(f"{t}_coverage") is None:
+            continue
+        lines += [
+            f"{t}_quantile_loss{{}} {last_ok[f'{t}_pinball_loss']}",
+            f"{t}_coverage_percent{{}} {100.0 * last_ok[f'{t}_coverage']}",
+            f"{t}_violation_rate_percent{{}} {100.0 * last_ok[f'{t}_violation_rate']}",
+            f"{t}_mae{{}} {last_ok[f'{t}_mae']}",
+            f"{t}_rmse{{}} {last_ok[f'{t}_rmse']}",
+        ]
+    return lines

@@ -1,0 +1,196 @@
+"""The retrain loop: window -> fit both targets -> evaluate -> publish bundle -> record.
+
+Runs in its own thread so fitting never blocks the event loop (the libraries release the
+GIL while they train). One `except` at the loop's edge: it logs the traceback, records a
+failed retrain and counts it, so a broken retrain is never silent.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import lightgbm
+import xgboost
+
+from shared.artifact import Manifest, TargetManifest, new_version, write_bundle
+from shared.backends import FitParams, backend_for
+from shared.features import feature_names
+from shared.predictor import LoadedBundle, load_bundle
+from shared.settings import TrainingSettings
+from shared.targets import TARGETS, Target
+from training_server.metrics import TrainingMetrics
+from training_server.store import SampleStore
+from training_server.training import TargetFit, fit_target
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RetrainState:
+    trained_through: int = 0  # highest sample id the published model has seen
+    consecutive_failures: int = 0
+    total_failures: int = 0
+    last_error: str | None = None
+    last_attempt_at: datetime | None = None
+    last_success: dict[str, Any] | None = None
+
+
+class Retrainer:
+    def __init__(
+        self,
+        settings: TrainingSettings,
+        store: SampleStore,
+        metrics: TrainingMetrics,
+        on_publish: Callable[[LoadedBundle], None],
+    ):
+        self.settings = settings
+        self.store = store
+        self.metrics = metrics
+        self.on_publish = on_publish
+        self.state = RetrainState()
+        self._lock = threading.Lock()  # one retrain at a time (loop and manual triggers)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def resume(self, published: LoadedBundle | None) -> None:
+        """After a restart, don't retrain a model that already saw every stored sample."""
+        history = self.store.list_retrains(limit=1, ok_only=True)
+        if history:
+            self.state.last_success = history[0]
+            if published is not None and history[0]["version"] == published.version:
+                self.state.trained_through = history[0]["max_sample_id"]
+
+    def _fit_params(self) -> FitParams:
+        s = self.settings
+        return FitParams(
+            objective=s.objective_type,
+            quantile=s.quantile_alpha,
+            n_estimators=s.n_estimators,
+            max_depth=s.max_depth,
+            learning_rate=s.learning_rate,
+            threads=s.train_threads,
+        )
+
+    def run_once(self) -> str:
+        """One retrain if new samples arrived: returns "ok", "skipped" or "failed"."""
+        with self._lock:
+            started, t0 = datetime.now(UTC), time.perf_counter()
+            watermark = self.state.trained_through
+            try:
+                watermark = self.store.max_sample_id()
+                if watermark <= self.state.trained_through:
+                    return "skipped"
+                self.state.last_attempt_at = started
+                outcome = self._retrain(watermark, started, t0)
+            except Exception as exc:
+                self._record_failure(exc, watermark, started, t0)
+                return "failed"
+            self.metrics.retrains.labels(outcome).inc()
+            return outcome
+
+    def _retrain(self, watermark: int, started: datetime, t0: float) -> str:
+        s = self.settings
+        self.store.enforce_retention(
+            per_bucket=s.max_training_data_size_per_bucket, test_total=s.max_test_data_size
+        )
+        backend, params = backend_for(s.model_type), self._fit_params()
+        fits: dict[Target, TargetFit] = {}
+        for target in TARGETS:
+            names = feature_names(
+                target,
+                token_in_flight=s.enable_token_in_flight_features,
+                encoder=s.enable_encoder_features,
+            )
+            fits[target] = fit_target(
+                backend, params, names,
+                self.store.window(target, test=False), self.store.window(target, test=True),
+                min_samples=s.min_samples_for_retrain,
+            )
+        if all(f.model is None for f in fits.values()):
+            return "skipped"  # not enough samples yet for either target; the prior keeps serving
+        manifest = Manifest(
+            version=new_version(started),
+            created_at=started,
+            model_type=s.model_type,
+            objective=s.objective_type,
+            quantile=s.quantile_alpha,
+            targets={
+                t: TargetManifest(
+                    file=None, features=list(f.features), train_samples=f.train_samples,
+                    test_samples=f.test_samples, metrics=f.metrics,
+                )
+                for t, f in fits.items()
+            },
+            library_versions={"xgboost": xgboost.__version__, "lightgbm": lightgbm.__version__},
+        )
+        write_bundle(s.model_dir, manifest, {t: f.model for t, f in fits.items()},
+                     keep=s.keep_model_versions)
+        bundle = load_bundle(s.model_dir, manifest.version)  # verify what readers will read
+        row = self._row(manifest.version, "ok", None, watermark, started, t0, fits)
+        self.store.record_retrain(row)
+        self.state.trained_through = watermark
+        self.state.consecutive_failures = 0
+        self.state.last_error = None
+        self.state.last_success = row
+        self.metrics.consecutive_failures.set(0)
+        self.metrics.retrain_seconds.observe(row["duration_s"])
+        self.metrics.observe_retrain(row)
+        self.metrics.model_published_at.set(started.timestamp())
+        self.on_publish(bundle)
+        log.info(
+            "retrain ok version=%s duration_s=%.3f %s", manifest.version, row["duration_s"],
+            " ".join(f"{k}={v:.4g}" for k, v in row.items()
+                     if k.startswith(("ttft_", "tpot_")) and v is not None),
+        )
+        return "ok"
+
+    def _row(self, version: str | None, status: str, error: str | None, watermark: int,
+             started: datetime, t0: float, fits: dict[Target, TargetFit]) -> dict[str, Any]:
+        s = self.settings
+        row: dict[str, Any] = {
+            "version": version, "started_at": started, "status": status, "error": error,
+            "duration_s": time.perf_counter() - t0, "model_type": s.model_type.value,
+            "objective": s.objective_type.value, "quantile": s.quantile_alpha,
+            "max_sample_id": watermark,
+        }
+        for target, fit in fits.items():
+            t = target.value
+            row[f"{t}_train_samples"] = fit.train_samples
+            row[f"{t}_test_samples"] = fit.test_samples
+            for name, value in fit.metrics.items():
+                row[f"{t}_{name}"] = value
+        return row
+
+    def _record_failure(self, exc: Exception, watermark: int, started: datetime, t0: float) -> None:
+        log.exception("retrain failed")
+        self.state.consecutive_failures += 1
+        self.state.total_failures += 1
+        self.state.last_error = f"{type(exc).__name__}: {exc}"
+        self.metrics.retrains.labels("failed").inc()
+        self.metrics.consecutive_failures.set(self.state.consecutive_failures)
+        try:
+            self.store.record_retrain(
+                self._row(None, "failed", self.state.last_error[:2000], watermark, started, t0, {})
+            )
+        except Exception:  # the store may be what failed; the counters above still tell
+            log.exception("could not record the failed retrain")
+
+    # loop -------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="retrainer", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.settings.retraining_interval_sec):
+            self.run_once()

@@ -1,0 +1,175 @@
+"""Model routes of the contract: download info, tree dumps, files, export and import."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi.concurrency import run_in_threadpool
+
+from shared.archive import import_bundle, pack_bundle
+from shared.artifact import MANIFEST, BundleError, bundle_dir_for
+from shared.backends import XGBoostBackend, backend_for
+from shared.predictor import LoadedBundle, load_bundle
+from shared.responses import rfc3339
+from shared.settings import ModelType
+from shared.targets import Target
+from training_server.deps import SettingsDep, StoreDep
+
+router = APIRouter()
+MODEL_NAMES = ("ttft", "tpot", "manifest")
+
+
+def current(request: Request) -> LoadedBundle | None:
+    return request.app.state.bundle
+
+
+def _model_of(request: Request, target: Target, model_type: ModelType) -> tuple[LoadedBundle, Any]:
+    bundle = current(request)
+    if bundle is None or bundle.model_type is not model_type or not bundle.has_model(target):
+        raise HTTPException(404, f"no {model_type.value} {target.value} model is published")
+    return bundle, bundle.models[target]
+
+
+def _file_of(request: Request, settings: SettingsDep, name: str) -> Path | None:
+    if name not in MODEL_NAMES:
+        raise HTTPException(404, f"unknown model {name!r}; known: {', '.join(MODEL_NAMES)}")
+    bundle = current(request)
+    if bundle is None or bundle.manifest is None:
+        return None
+    folder = bundle_dir_for(settings.model_dir, bundle.version)
+    if name == "manifest":
+        return folder / MANIFEST
+    entry = bundle.manifest.targets[Target(name)]
+    return None if entry.file is None else folder / entry.file
+
+
+def _file_info(path: Path | None) -> dict[str, Any]:
+    exists = path is not None and path.is_file()
+    stat = path.stat() if exists and path else None
+    return {
+        "exists": exists,
+        "size_bytes": stat.st_size if stat else 0,
+        "last_modified": rfc3339(datetime.fromtimestamp(stat.st_mtime, UTC)) if stat else None,
+    }
+
+
+@router.get("/model/download/info")
+async def download_info(request: Request, settings: SettingsDep) -> dict[str, Any]:
+    bundle = current(request)
+    model_type = bundle.model_type if bundle else settings.model_type
+    if model_type is ModelType.XGBOOST:
+        endpoints: dict[str, Any] = {
+            "trees": {"ttft_trees": "/model/ttft/xgb/json", "tpot_trees": "/model/tpot/xgb/json"}
+        }
+    else:
+        endpoints = {"text": {t.value: f"/model/{t.value}/lgb/txt" for t in Target}}
+    return {
+        "model_type": model_type.value,
+        "objective_type": (bundle.objective if bundle else settings.objective_type).value,
+        "quantile": bundle.quantile if bundle else settings.quantile_alpha,
+        "model_version": bundle.version if bundle else None,
+        "available_endpoints": endpoints,
+        "model_status": {
+            f"{t.value}_model_ready": bool(bundle and bundle.has_model(t)) for t in Target
+        },
+    }
+
+
+@router.get("/model/{target}/xgb/json")
+async def xgb_trees(request: Request, target: Target) -> Response:
+    _, model = _model_of(request, target, ModelType.XGBOOST)
+    dumps = XGBoostBackend().tree_dumps(model)
+    return Response(b"[" + ",".join(dumps).encode() + b"]", media_type="application/json")
+
+
+@router.get("/model/{target}/lgb/txt")
+async def lgb_text(request: Request, settings: SettingsDep, target: Target) -> Response:
+    bundle, _ = _model_of(request, target, ModelType.LIGHTGBM)
+    path = _file_of(request, settings, target.value)
+    assert path is not None  # _model_of proved the model exists
+    return Response(path.read_bytes(), media_type="text/plain; charset=utf-8")
+
+
+@router.get("/model/{target}/lgb/importances")
+async def lgb_importances(request: Request, target: Target) -> dict[str, float]:
+    bundle, model = _model_of(request, target, ModelType.LIGHTGBM)
+    return backend_for(ModelType.LIGHTGBM).importances(model, bundle.features[target])
+
+
+@router.get("/model/{name}/info")
+async def model_info(request: Request, settings: SettingsDep, name: str) -> dict[str, Any]:
+    path = _file_of(request, settings, name)
+    bundle = current(request)
+    return {
+        "model_name": name,
+        "path": str(path) if path else None,
+        **_file_info(path),
+        "model_type": (bundle.model_type if bundle else settings.model_type).value,
+        "quantile": bundle.quantile if bundle else settings.quantile_alpha,
+        "model_version": bundle.version if bundle else None,
+    }
+
+
+@router.get("/model/{name}/download")
+async def model_download(request: Request, settings: SettingsDep, name: str) -> Response:
+    path = _file_of(request, settings, name)
+    if path is None or not path.is_file():
+        raise HTTPException(404, f"model {name!r} is not published yet")
+    return Response(
+        path.read_bytes(), media_type="application/octet-stream",
+        headers={"Content-Disposition": f'attachment; filename="{path.name}"'},
+    )
+
+
+@router.get("/models/list")
+async def models_list(request: Request, settings: SettingsDep) -> dict[str, Any]:
+    bundle = current(request)
+    return {
+        "models": {name: _file_info(_file_of(request, settings, name)) for name in MODEL_NAMES},
+        "model_type": (bundle.model_type if bundle else settings.model_type).value,
+        "quantile": bundle.quantile if bundle else settings.quantile_alpha,
+        "model_version": bundle.version if bundle else None,
+        "server_time": rfc3339(datetime.now(UTC)),
+    }
+
+
+@router.get("/model/export")
+async def model_export(request: Request, settings: SettingsDep, store: StoreDep) -> Response:
+    bundle = current(request)
+    if bundle is None or bundle.manifest is None:
+        raise HTTPException(404, "no model is published yet")
+    counts = await run_in_threadpool(store.counts)
+    metadata = {
+        "model_type": bundle.model_type.value,
+        "objective_type": bundle.objective.value,
+        "quantile_alpha": bundle.quantile,
+        "model_version": bundle.version,
+        "exported_at": rfc3339(datetime.now(UTC)),
+        "sample_counts": counts,
+    }
+    data = await run_in_threadpool(
+        pack_bundle, bundle_dir_for(settings.model_dir, bundle.version), metadata
+    )
+    return Response(
+        data, media_type="application/gzip",
+        headers={"Content-Disposition": f'attachment; filename="model-{bundle.version}.tar.gz"'},
+    )
+
+
+@router.post("/model/import")
+async def model_import(request: Request, settings: SettingsDep) -> dict[str, Any]:
+    """Publish an exported bundle (verified first): seeds a cold start or rolls back."""
+    archive = await request.body()
+    try:
+        version = await run_in_threadpool(
+            import_bundle, settings.model_dir, archive, keep=settings.keep_model_versions
+        )
+        bundle = await run_in_threadpool(load_bundle, settings.model_dir, version)
+    except BundleError as exc:
+        raise HTTPException(422, f"bundle refused: {exc}") from exc
+    request.app.state.bundle = bundle
+    return {"imported": True, "model_version": version}
+

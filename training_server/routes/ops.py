@@ -1,0 +1,153 @@
+"""Operations routes: probes, status, metrics, flush, retrain history, manual retrain."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+
+from shared.backends import backend_for
+from shared.responses import rfc3339
+from shared.schemas import FlushRequest
+from shared.targets import TARGETS
+from training_server.deps import MetricsDep, RetrainerDep, SettingsDep, StoreDep
+from training_server.metrics import legacy_lines
+
+router = APIRouter()
+
+# After this many failed retrains in a row the trainer reports itself degraded.
+DEGRADED_AFTER_FAILURES = 3
+
+
+def _jsonable(row: dict[str, Any] | None) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    return {k: rfc3339(v) if isinstance(v, datetime) else v for k, v in row.items()}
+
+
+@router.get("/")
+async def root(request: Request) -> dict[str, Any]:
+    return {
+        "service": "latency-predictor training server",
+        "description": "Stores completed-request samples, retrains quantile TTFT/TPOT models "
+                       "and publishes them to the shared model directory.",
+        "docs": "/docs",
+        "model_version": getattr(request.app.state.bundle, "version", None),
+    }
+
+
+@router.get("/healthz")
+async def healthz(retrainer: RetrainerDep) -> dict[str, Any]:
+    failures = retrainer.state.consecutive_failures
+    status = "degraded" if failures >= DEGRADED_AFTER_FAILURES else "ok"
+    return {"status": status, "consecutive_retrain_failures": failures}
+
+
+@router.get("/readyz")
+async def readyz(request: Request, store: StoreDep) -> Any:
+    """Ready when the store answers: samples must be accepted before any model exists."""
+    def ping() -> None:
+        with store.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    try:
+        await run_in_threadpool(ping)
+    except SQLAlchemyError as exc:
+        raise HTTPException(503, f"store unavailable: {type(exc).__name__}") from exc
+    return {"status": "ready", "model_ready": request.app.state.bundle is not None}
+
+
+def _status_payload(request: Request, counts: dict[str, Any], retrainer: Any) -> dict[str, Any]:
+    state = retrainer.state
+    bundle = request.app.state.bundle
+    return {
+        **counts,
+        "model_ready": bundle is not None,
+        "model_version": getattr(bundle, "version", None),
+        "last_retrain": _jsonable(state.last_success),
+        "last_retrain_attempt_at": rfc3339(state.last_attempt_at),
+        "retrain_failures": {
+            "consecutive": state.consecutive_failures,
+            "total": state.total_failures,
+            "last_error": state.last_error,
+        },
+    }
+
+
+@router.get("/data/status")
+async def data_status(request: Request, store: StoreDep, retrainer: RetrainerDep) -> dict[str, Any]:
+    counts = await run_in_threadpool(store.counts)
+    return _status_payload(request, counts, retrainer)
+
+
+@router.get("/retrains")
+async def list_retrains(
+    store: StoreDep,
+    limit: int = Query(50, ge=1, le=1000),
+    offset: int = Query(0, ge=0),
+) -> dict[str, Any]:
+    """Retrain history, newest first, with every held-out metric per target."""
+    rows = await run_in_threadpool(lambda: store.list_retrains(limit=limit, offset=offset))
+    return {"retrains": [_jsonable(r) for r in rows], "limit": limit, "offset": offset}
+
+
+@router.post("/retrain")
+async def retrain_now(retrainer: RetrainerDep) -> dict[str, Any]:
+    """Run one retrain now (if new samples arrived) instead of waiting for the loop."""
+    outcome = await run_in_threadpool(retrainer.run_once)
+    return {"outcome": outcome, "last_error": retrainer.state.last_error}
+
+
+@router.post("/flush")
+async def flush(
+    store: StoreDep, retrainer: RetrainerDep, body: FlushRequest | None = None
+) -> dict[str, Any]:
+    body = body or FlushRequest()
+    flushed = await run_in_threadpool(
+        lambda: store.flush(training=body.flush_training_data, test=body.flush_test_data)
+    )
+    cleared = 0
+    if body.flush_metrics:
+        cleared = await run_in_threadpool(store.clear_retrains)
+        retrainer.state.last_success = None
+    total = sum(flushed.values())
+    return {
+        "success": True,
+        "flushed_at": rfc3339(datetime.now(UTC)),
+        "reason": body.reason,
+        **flushed,
+        "metrics_cleared": body.flush_metrics,
+        "retrains_cleared": cleared,
+        "message": f"Flushed {total} samples.",
+    }
+
+
+@router.get("/metrics")
+async def metrics(
+    request: Request, settings: SettingsDep, store: StoreDep, retrainer: RetrainerDep,
+    m: MetricsDep,
+) -> Response:
+    counts = await run_in_threadpool(store.counts)
+    for split, label in (("training_data", "train"), ("test_data", "test")):
+        for target in TARGETS:
+            m.store_samples.labels(label, target.value).set(counts[split][f"{target.value}_samples"])
+    bundle = request.app.state.bundle
+    importances = {}
+    if bundle is not None:
+        backend = backend_for(bundle.model_type)
+        importances = {
+            t.value: backend.importances(bundle.models[t], bundle.features[t])
+            for t in TARGETS if bundle.has_model(t)
+        }
+    lines = legacy_lines(
+        model_type=(bundle.model_type if bundle else settings.model_type).value,
+        objective=(bundle.objective if bundle else settings.objective_type).value,
+        quantile=bundle.quantile if bundle else settings.quantile_alpha,
+        counts=counts,
+        last_ok=retrainer.state.last_success,
+        importances=importances,
+    )
+    return Response(m.render(lines), media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -1,0 +1,65 @@
+"""Bulk ingestion: validate each row, store the valid ones durably, then answer 202."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from pydantic import TypeAdapter, ValidationError
+from sqlalchemy.exc import SQLAlchemyError
+
+from shared.schemas import BulkTrainingEnvelope, TrainingEntry
+from training_server.deps import MetricsDep, SettingsDep, StoreDep
+
+router = APIRouter()
+_ENTRY = TypeAdapter(TrainingEntry)
+MAX_ERRORS_RETURNED = 20
+
+
+def validate_entries(rows: list[dict[str, Any]]) -> tuple[list[TrainingEntry], list[dict[str, Any]]]:
+    """Valid entries, and FastAPI-style errors (loc body.entries.i.field) for the rest."""
+    valid: list[TrainingEntry] = []
+    errors: list[dict[str, Any]] = []
+    for index, row in enumerate(rows):
+        try:
+            valid.append(_ENTRY.validate_python(row))
+        except ValidationError as exc:
+            for err in exc.errors(include_url=False, include_context=False):
+                errors.append({**err, "loc": ["body", "entries", index, *err["loc"]]})
+    return valid, errors
+
+
+@router.post("/add_training_data_bulk", status_code=202)
+async def add_training_data_bulk(
+    payload: BulkTrainingEnvelope, store: StoreDep, settings: SettingsDep, metrics: MetricsDep
+) -> dict[str, Any]:
+    """Stores every valid row in one transaction. One bad row costs only itself: the answer
+    is 202 with the rejected rows listed, or 422 when no row is valid."""
+    started = time.perf_counter()
+    if len(payload.entries) > settings.max_rows_per_call:
+        metrics.samples_rejected.labels("too_many_rows").inc(len(payload.entries))
+        raise RequestValidationError([{
+            "loc": ["body", "entries"], "type": "too_long", "input": None,
+            "msg": f"at most {settings.max_rows_per_call} entries per call "
+                   f"(got {len(payload.entries)})",
+        }])
+    valid, errors = validate_entries(payload.entries)
+    rejected = len(payload.entries) - len(valid)
+    if rejected:
+        metrics.samples_rejected.labels("invalid").inc(rejected)
+    if not valid:
+        raise RequestValidationError(errors)
+    try:
+        accepted = await run_in_threadpool(store.add_samples, valid)
+    except SQLAlchemyError as exc:
+        metrics.samples_rejected.labels("store_unavailable").inc(len(valid))
+        raise HTTPException(503, f"sample store unavailable: {type(exc).__name__}") from exc
+    metrics.samples_accepted.inc(accepted)
+    metrics.ingest_seconds.observe(time.perf_counter() - started)
+    body: dict[str, Any] = {"message": f"Accepted {accepted} training samples."}
+    if rejected:
+        body.update(rejected=rejected, errors=errors[:MAX_ERRORS_RETURNED])
+    return body

@@ -1,0 +1,161 @@
+"""SampleStore: every SQL statement of the training server lives here."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine, and_, delete, func, insert, select
+
+from shared.features import NUMERIC_FIELDS, Columns, pod_type_code
+from shared.schemas import TrainingEntry
+from shared.targets import TARGETS, Target
+from training_server.tables import retrains, samples
+
+TARGET_BITS = {Target.TTFT: 1, Target.TPOT: 2}
+KV_BUCKETS = 10
+PREFIX_BUCKETS = 4
+
+
+def bucket_of(kv_cache_percentage: float, prefix_cache_score: float) -> int:
+    """Retention bucket: KV-cache decile x prefix-score quarter, so rare regimes survive."""
+    kv = min(int(kv_cache_percentage * KV_BUCKETS), KV_BUCKETS - 1)
+    prefix = min(int(prefix_cache_score * PREFIX_BUCKETS), PREFIX_BUCKETS - 1)
+    return kv * PREFIX_BUCKETS + prefix
+
+
+def _measures(entry: TrainingEntry) -> int:
+    return sum(bit for t, bit in TARGET_BITS.items() if getattr(entry, t.actual_field) > 0)
+
+
+def _measures_values(target: Target) -> tuple[int, int]:
+    return (TARGET_BITS[target], 3)
+
+
+class SampleStore:
+    def __init__(self, engine: Engine, *, test_ratio: float, rng: random.Random | None = None):
+        self.engine = engine
+        self.test_ratio = test_ratio
+        self._rng = rng or random.Random()
+
+    # ingestion -------------------------------------------------------------------------
+    def add_samples(self, entries: Sequence[TrainingEntry]) -> int:
+        """Insert in one transaction; returns only after the commit is durable."""
+        now = datetime.now(UTC)
+        rows = []
+        for entry in entries:
+            row = entry.model_dump(exclude={"timestamp"})
+            row.update(
+                received_at=now,
+                timestamp=entry.timestamp or now,
+                measures=_measures(entry),
+                is_test=self._rng.random() < self.test_ratio,
+                bucket=bucket_of(entry.kv_cache_percentage, entry.prefix_cache_score),
+            )
+            rows.append(row)
+        with self.engine.begin() as conn:
+            conn.execute(insert(samples), rows)
+        return len(rows)
+
+    # reads ------------------------------------------------------------------------------
+    def counts(self) -> dict[str, dict[str, int]]:
+        """{"training_data"|"test_data": {"ttft_samples", "tpot_samples", "total_samples"}}."""
+        stmt = select(samples.c.is_test, samples.c.measures, func.count()).group_by(
+            samples.c.is_test, samples.c.measures
+        )
+        out = {
+            split: {"ttft_samples": 0, "tpot_samples": 0, "total_samples": 0}
+            for split in ("training_data", "test_data")
+        }
+        with self.engine.connect() as conn:
+            for is_test, measures, count in conn.execute(stmt):
+                split = out["test_data" if is_test else "training_data"]
+                split["total_samples"] += count
+                for target, bit in TARGET_BITS.items():
+                    if measures & bit:
+                        split[f"{target.value}_samples"] += count
+        return out
+
+    def max_sample_id(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.coalesce(func.max(samples.c.id), 0))).scalar_one())
+
+    def window(self, target: Target, *, test: bool) -> tuple[Columns, np.ndarray]:
+        """All retained rows that measure `target` in one split, oldest first."""
+        cols = [samples.c[name] for name in NUMERIC_FIELDS]
+        stmt = (
+            select(*cols, samples.c[target.actual_field], samples.c.pod_type)
+            .where(samples.c.is_test == test, samples.c.measures.in_(_measures_values(target)))
+            .order_by(samples.c.id)
+        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(stmt).all()
+        numeric = np.array([r[:-1] for r in rows], dtype=np.float64).reshape(len(rows), -1)
+        columns: Columns = {name: numeric[:, i] for i, name in enumerate(NUMERIC_FIELDS)}
+        columns["pod_type_code"] = np.array([pod_type_code(r[-1]) for r in rows], dtype=np.float64)
+        return columns, numeric[:, len(NUMERIC_FIELDS)]
+
+    # retention --------------------------------------------------------------------------
+    def enforce_retention(self, *, per_bucket: int, test_total: int) -> int:
+        """Keep the newest `per_bucket` training rows per (kind, bucket) and `test_total`
+        test rows per kind; returns how many rows were deleted."""
+        c = samples.c
+        deleted = 0
+        with self.engine.begin() as conn:
+            train_groups = conn.execute(
+                select(c.measures, c.bucket)
+                .where(c.is_test.is_(False))
+                .group_by(c.measures, c.bucket)
+                .having(func.count() > per_bucket)
+            ).all()
+            test_groups = conn.execute(
+                select(c.measures).where(c.is_test.is_(True)).group_by(c.measures)
+                .having(func.count() > test_total)
+            ).all()
+            conditions = [
+                (and_(c.is_test.is_(False), c.measures == m, c.bucket == b), per_bucket)
+                for m, b in train_groups
+            ] + [(and_(c.is_test.is_(True), c.measures == m), test_total) for (m,) in test_groups]
+            for where, keep in conditions:
+                newest_dropped = (
+                    select(c.id).where(where).order_by(c.id.desc()).offset(keep).limit(1)
+                ).scalar_subquery()
+                deleted += conn.execute(delete(samples).where(where, c.id <= newest_dropped)).rowcount
+        return deleted
+
+    def flush(self, *, training: bool, test: bool) -> dict[str, int]:
+        """Delete samples; returns counts flushed per target and split."""
+        before = self.counts()
+        splits = [flag for flag, wanted in ((False, training), (True, test)) if wanted]
+        if splits:
+            with self.engine.begin() as conn:
+                conn.execute(delete(samples).where(samples.c.is_test.in_(splits)))
+        flushed = {}
+        for split, wanted, label in (
+            ("training_data", training, "training"),
+            ("test_data", test, "test"),
+        ):
+            for target in TARGETS:
+                key = f"{target.value}_samples"
+                flushed[f"{target.value}_{label}_samples_flushed"] = before[split][key] if wanted else 0
+        return flushed
+
+    # retrain history --------------------------------------------------------------------
+    def record_retrain(self, row: dict[str, Any]) -> int:
+        with self.engine.begin() as conn:
+            result = conn.execute(insert(retrains).values(**row))
+            return int(result.inserted_primary_key[0])
+
+    def list_retrains(self, *, limit: int = 50, offset: int = 0, ok_only: bool = False) -> list[dict[str, Any]]:
+        stmt = select(retrains).order_by(retrains.c.id.desc()).limit(limit).offset(offset)
+        if ok_only:
+            stmt = stmt.where(retrains.c.status == "ok")
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(stmt)]
+
+    def clear_retrains(self) -> int:
+        with self.engine.begin() as conn:
+            return conn.execute(delete(retrains)).rowcount

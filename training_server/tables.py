@@ -1,0 +1,77 @@
+"""Database tables (SQLAlchemy Core). Alembic's target metadata; change only with a revision."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+)
+
+from shared.targets import TARGETS
+
+metadata = MetaData()
+
+# SQLite only autoincrements an INTEGER PRIMARY KEY; BigInteger elsewhere.
+_ID = BigInteger().with_variant(Integer(), "sqlite")
+
+samples = Table(
+    "samples",
+    metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("received_at", DateTime(timezone=True), nullable=False),
+    Column("timestamp", DateTime(timezone=True), nullable=False),
+    Column("kv_cache_percentage", Float, nullable=False),
+    Column("input_token_length", BigInteger, nullable=False),
+    Column("num_request_waiting", BigInteger, nullable=False),
+    Column("num_request_running", BigInteger, nullable=False),
+    Column("num_tokens_generated", BigInteger, nullable=False),
+    Column("prefix_cache_score", Float, nullable=False),
+    Column("pod_type", String(64), nullable=False),
+    Column("prefill_tokens_in_flight", BigInteger, nullable=False),
+    Column("decode_tokens_in_flight", BigInteger, nullable=False),
+    Column("encoder_matched_size", BigInteger, nullable=False),
+    Column("encoder_input_size", BigInteger, nullable=False),
+    Column("actual_ttft_ms", Float, nullable=False),
+    Column("actual_tpot_ms", Float, nullable=False),
+    Column("predicted_ttft_ms", Float),
+    Column("predicted_tpot_ms", Float),
+    # Which targets the row measures: bit 1 TTFT, bit 2 TPOT (0 ms means "not measured").
+    Column("measures", SmallInteger, nullable=False),
+    Column("is_test", Boolean, nullable=False),
+    Column("bucket", SmallInteger, nullable=False),
+    Index("ix_samples_split_bucket", "is_test", "measures", "bucket", "id"),
+    sqlite_autoincrement=True,  # ids never reused, so "max id" marks new samples
+)
+
+RETRAIN_METRICS = ("mae", "rmse", "pinball_loss", "coverage", "violation_rate")
+
+retrains = Table(
+    "retrains",
+    metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("version", String(40)),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("duration_s", Float, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("error", Text),
+    Column("model_type", String(32), nullable=False),
+    Column("objective", String(16), nullable=False),
+    Column("quantile", Float, nullable=False),
+    Column("max_sample_id", BigInteger, nullable=False),
+    *[
+        Column(f"{t.value}_{name}", Integer if name.endswith("samples") else Float)
+        for t in TARGETS
+        for name in ("train_samples", "test_samples", *RETRAIN_METRICS)
+    ],
+    Index("ix_retrains_started_at", "started_at"),
+)
