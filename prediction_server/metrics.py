@@ -25,7 +25,7 @@ class PredictionMetrics:
             registry=r,
         )
         self.watch_errors = Counter(
-            "latency_model_watch_errors", "Failed reads of the model directory", registry=r
+            "latency_model_watch_errors", "Model watch steps that failed unexpectedly", registry=r
         )
         self.loaded_version = Gauge(
             "latency_model_loaded_info", "The bundle being served (value 1)", ["version"],

@@ -74,7 +74,7 @@ class ModelWatcher:
                 if client is not None:
                     await self.sync_from_trainer(client)
                 await self.check()
-            except OSError:  # e.g. the model volume went away; keep serving, keep polling
+            except Exception:  # the loop's edge: whatever broke, keep serving and polling
                 self.metrics.watch_errors.inc()
-                log.exception("cannot read the model directory")
+                log.exception("model watch step failed; still serving %s", self.slot.bundle.version)
             await asyncio.sleep(self.settings.model_sync_interval_sec)

@@ -12,6 +12,7 @@ import os
 import shutil
 import tarfile
 import tempfile
+import zlib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ def import_bundle(model_dir: Path, archive: bytes, *, keep: int = 5) -> str:
                 if any(not m.isfile() or "/" in m.name or m.name.startswith(".") for m in members):
                     raise BundleError("archive may hold only plain files at its top level")
                 tar.extractall(staging, members=members, filter="data")
-        except (tarfile.TarError, OSError, EOFError) as exc:
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
             raise BundleError(f"not a readable tar.gz bundle: {exc}") from exc
         (staging / METADATA).unlink(missing_ok=True)
         if not (staging / MANIFEST).is_file():

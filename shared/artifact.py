@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.backends import Backend, backend_for
+from shared.features import FEATURES
 from shared.settings import ModelType, ObjectiveType
 from shared.targets import TARGETS, Target
 
@@ -169,6 +170,9 @@ def load_models(bundle_dir: Path, manifest: Manifest) -> dict[Target, Any | None
         entry = manifest.targets.get(target)
         if entry is None:
             raise BundleError(f"{manifest.version}: manifest has no {target.value} entry")
+        unknown = [name for name in entry.features if name not in FEATURES]
+        if unknown:
+            raise BundleError(f"{manifest.version}: unknown {target.value} features {unknown}")
         if entry.file is None:
             models[target] = None
             continue

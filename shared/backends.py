@@ -118,7 +118,12 @@ class LightGBMBackend:
     def load(self, path: Path) -> Any:
         import lightgbm as lgb
 
-        return lgb.Booster(model_file=str(path))
+        # LightGBM aborts the whole process on some truncated files instead of raising,
+        # so refuse a text that lacks the sections a complete save always writes.
+        text = path.read_text(errors="replace")
+        if "end of trees" not in text or "end of parameters" not in text:
+            raise ValueError(f"{path.name} is not a complete LightGBM model text")
+        return lgb.Booster(model_str=text)
 
     def predict(self, model: Any, x: np.ndarray) -> np.ndarray:
         return np.asarray(model.predict(x, num_threads=1), dtype=np.float64)

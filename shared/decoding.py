@@ -34,14 +34,17 @@ class _Unusual(Exception):
 def _field(rows: Sequence[Any], name: str, default: float | None) -> np.ndarray:
     try:
         if default is None:
-            values = np.fromiter((r[name] for r in rows), dtype=np.float64, count=len(rows))
+            values = [r[name] for r in rows]
         else:
-            values = np.fromiter(
-                (r.get(name, default) for r in rows), dtype=np.float64, count=len(rows)
-            )
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            values = [r.get(name, default) for r in rows]
+    except (KeyError, TypeError, AttributeError) as exc:
         raise _Unusual from exc
-    return values
+    # Let numpy infer the type: a string, null or nested value makes a non-numeric array and
+    # goes to pydantic, so the fast path is never laxer than the schema.
+    array = np.array(values)
+    if array.dtype.kind not in "iuf" or array.ndim != 1:
+        raise _Unusual
+    return array.astype(np.float64, copy=False)
 
 
 def _fast_columns(rows: Sequence[Any]) -> Columns:
@@ -55,7 +58,7 @@ def _fast_columns(rows: Sequence[Any]) -> Columns:
         (n, 0.0) for n in OPTIONAL_COUNT_FIELDS
     ]:
         values = _field(rows, name, default)
-        if not np.all((values >= 0.0) & (values == np.floor(values)) & np.isfinite(values)):
+        if not np.all((values >= 0.0) & (values < 2.0**63) & (values == np.floor(values))):
             raise _Unusual
         columns[name] = values
     pod_types = [r.get("pod_type") for r in rows]

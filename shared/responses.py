@@ -12,7 +12,12 @@ from shared.targets import Target
 
 
 def rfc3339(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    """RFC 3339 in UTC with a Z; a naive time is taken as UTC (all we store is UTC)."""
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def prediction_payloads(

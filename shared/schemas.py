@@ -11,7 +11,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 Fraction = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
-Count = Annotated[int, Field(ge=0)]
+# Upper bound: the store keeps counts as 64-bit integers.
+Count = Annotated[int, Field(ge=0, le=2**63 - 1)]
 Millis = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 
 

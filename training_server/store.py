@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, and_, delete, func, insert, select
+from sqlalchemy import Connection, Engine, and_, delete, func, insert, select
 
 from shared.features import NUMERIC_FIELDS, Columns, pod_type_code
 from shared.schemas import TrainingEntry
@@ -33,6 +33,31 @@ def _measures(entry: TrainingEntry) -> int:
 
 def _measures_values(target: Target) -> tuple[int, int]:
     return (TARGET_BITS[target], 3)
+
+
+def _counts(conn: Connection) -> dict[str, dict[str, int]]:
+    stmt = select(samples.c.is_test, samples.c.measures, func.count()).group_by(
+        samples.c.is_test, samples.c.measures
+    )
+    out = {
+        split: {"ttft_samples": 0, "tpot_samples": 0, "total_samples": 0}
+        for split in ("training_data", "test_data")
+    }
+    for is_test, measures, count in conn.execute(stmt):
+        split = out["test_data" if is_test else "training_data"]
+        split["total_samples"] += count
+        for target, bit in TARGET_BITS.items():
+            if measures & bit:
+                split[f"{target.value}_samples"] += count
+    return out
+
+
+def _aware(row: dict[str, Any]) -> dict[str, Any]:
+    """SQLite hands back naive datetimes; every time we store is UTC."""
+    return {
+        k: v.replace(tzinfo=UTC) if isinstance(v, datetime) and v.tzinfo is None else v
+        for k, v in row.items()
+    }
 
 
 class SampleStore:
@@ -63,21 +88,8 @@ class SampleStore:
     # reads ------------------------------------------------------------------------------
     def counts(self) -> dict[str, dict[str, int]]:
         """{"training_data"|"test_data": {"ttft_samples", "tpot_samples", "total_samples"}}."""
-        stmt = select(samples.c.is_test, samples.c.measures, func.count()).group_by(
-            samples.c.is_test, samples.c.measures
-        )
-        out = {
-            split: {"ttft_samples": 0, "tpot_samples": 0, "total_samples": 0}
-            for split in ("training_data", "test_data")
-        }
         with self.engine.connect() as conn:
-            for is_test, measures, count in conn.execute(stmt):
-                split = out["test_data" if is_test else "training_data"]
-                split["total_samples"] += count
-                for target, bit in TARGET_BITS.items():
-                    if measures & bit:
-                        split[f"{target.value}_samples"] += count
-        return out
+            return _counts(conn)
 
     def max_sample_id(self) -> int:
         with self.engine.connect() as conn:
@@ -93,7 +105,9 @@ class SampleStore:
         )
         with self.engine.connect() as conn:
             rows = conn.execute(stmt).all()
-        numeric = np.array([r[:-1] for r in rows], dtype=np.float64).reshape(len(rows), -1)
+        numeric = np.array([r[:-1] for r in rows], dtype=np.float64).reshape(
+            len(rows), len(NUMERIC_FIELDS) + 1
+        )
         columns: Columns = {name: numeric[:, i] for i, name in enumerate(NUMERIC_FIELDS)}
         columns["pod_type_code"] = np.array([pod_type_code(r[-1]) for r in rows], dtype=np.float64)
         return columns, numeric[:, len(NUMERIC_FIELDS)]
@@ -127,13 +141,14 @@ class SampleStore:
         return deleted
 
     def flush(self, *, training: bool, test: bool) -> dict[str, int]:
-        """Delete samples; returns counts flushed per target and split."""
-        before = self.counts()
+        """Delete samples; returns what was flushed per target and split, plus the total
+        rows (`samples_flushed`), counted in the same transaction as the delete."""
         splits = [flag for flag, wanted in ((False, training), (True, test)) if wanted]
-        if splits:
-            with self.engine.begin() as conn:
+        with self.engine.begin() as conn:
+            before = _counts(conn)
+            if splits:
                 conn.execute(delete(samples).where(samples.c.is_test.in_(splits)))
-        flushed = {}
+        flushed = {"samples_flushed": 0}
         for split, wanted, label in (
             ("training_data", training, "training"),
             ("test_data", test, "test"),
@@ -141,6 +156,8 @@ class SampleStore:
             for target in TARGETS:
                 key = f"{target.value}_samples"
                 flushed[f"{target.value}_{label}_samples_flushed"] = before[split][key] if wanted else 0
+            if wanted:
+                flushed["samples_flushed"] += before[split]["total_samples"]
         return flushed
 
     # retrain history --------------------------------------------------------------------
@@ -154,7 +171,7 @@ class SampleStore:
         if ok_only:
             stmt = stmt.where(retrains.c.status == "ok")
         with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(stmt)]
+            return [_aware(dict(r._mapping)) for r in conn.execute(stmt)]
 
     def clear_retrains(self) -> int:
         with self.engine.begin() as conn:

@@ -113,7 +113,7 @@ async def flush(
     if body.flush_metrics:
         cleared = await run_in_threadpool(store.clear_retrains)
         retrainer.state.last_success = None
-    total = sum(flushed.values())
+    total = flushed.pop("samples_flushed")
     return {
         "success": True,
         "flushed_at": rfc3339(datetime.now(UTC)),

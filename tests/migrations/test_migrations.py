@@ -1,0 +1,101 @@
+"""Alembic migrations on a real SQLite file and a real PostgreSQL schema (db_url fixture)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Column, Engine, Integer, MetaData, inspect, select, text
+
+from shared.schemas import TrainingEntry
+from shared.synthetic import synthetic_rows
+from training_server.db import make_engine
+from training_server.migrate import alembic_config, downgrade, upgrade
+from training_server.store import SampleStore
+from training_server.tables import metadata
+
+APP_TABLES = {"samples", "retrains"}
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Engine]:
+    """Connects with the URL itself, so PostgreSQL inspects the test schema (search_path)."""
+    engine = make_engine(db_url)
+    yield engine
+    engine.dispose()
+
+
+def tables(engine: Engine) -> set[str]:
+    return set(inspect(engine).get_table_names())
+
+
+def revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def head(db_url: str) -> str:
+    return ScriptDirectory.from_config(alembic_config(db_url)).get_current_head()
+
+
+def test_a_single_linear_head(db_url: str) -> None:
+    script = ScriptDirectory.from_config(alembic_config(db_url))
+    assert len(script.get_heads()) == 1
+    assert script.get_base() == "0001"
+
+
+def test_upgrade_from_empty_creates_the_tables(db_url: str, engine: Engine) -> None:
+    assert tables(engine) == set()
+    upgrade(db_url)
+    assert tables(engine) == APP_TABLES | {"alembic_version"}
+    assert revision(engine) == head(db_url)
+    indexes = {i["name"] for i in inspect(engine).get_indexes("samples")}
+    assert "ix_samples_split_bucket" in indexes
+    upgrade(db_url)  # already at head: a no-op
+    assert revision(engine) == head(db_url)
+
+
+def test_downgrade_to_base_and_upgrade_again(db_url: str, engine: Engine) -> None:
+    upgrade(db_url)
+    downgrade(db_url, "base")
+    assert tables(engine) & APP_TABLES == set()
+    assert revision(engine) is None
+    upgrade(db_url)
+    assert tables(engine) >= APP_TABLES
+    assert revision(engine) == head(db_url)
+
+
+def test_migrated_schema_serves_the_store(db_url: str, engine: Engine) -> None:
+    upgrade(db_url)
+    store = SampleStore(engine, test_ratio=0.0)
+    store.add_samples([TrainingEntry.model_validate(r) for r in synthetic_rows(3)])
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM samples")).scalar_one() == 3
+        kinds = conn.execute(select(metadata.tables["samples"].c.measures)).scalars().all()
+    assert sorted(kinds) == sorted(1 if r["actual_ttft_ms"] > 0 else 2 for r in synthetic_rows(3))
+
+
+def diff(engine: Engine, target: MetaData) -> list[object]:
+    with engine.connect() as conn:
+        return compare_metadata(MigrationContext.configure(conn), target)
+
+
+def test_migrations_match_the_table_definitions(db_url: str, engine: Engine) -> None:
+    """A change to training_server/tables.py without a new revision fails here."""
+    upgrade(db_url)
+    assert diff(engine, metadata) == []
+
+
+def test_the_schema_comparison_notices_a_model_change(db_url: str, engine: Engine) -> None:
+    upgrade(db_url)
+    changed = MetaData()
+    for table in metadata.tables.values():
+        table.to_metadata(changed)
+    changed.tables["samples"].append_column(Column("new_feature", Integer, nullable=True))
+    changes = diff(engine, changed)
+    assert len(changes) == 1
+    op, _schema, table, column = changes[0]
+    assert (op, table, column.name) == ("add_column", "samples", "new_feature")

@@ -1,0 +1,183 @@
+"""Retrainer.run_once on a real store (SQLite and PostgreSQL) with real XGBoost/LightGBM fits."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from shared.artifact import read_current_version
+from shared.predictor import LoadedBundle, load_current_bundle
+from shared.schemas import TrainingEntry
+from shared.settings import ModelType, ObjectiveType
+from shared.synthetic import synthetic_row, synthetic_rows
+from shared.targets import TARGETS
+from training_server.metrics import TrainingMetrics
+from training_server.retrainer import Retrainer
+from training_server.store import SampleStore
+from tests.conftest import training_settings
+
+Choice = tuple[ModelType, ObjectiveType]
+
+
+def add(store: SampleStore, n: int, seed: int) -> None:
+    store.add_samples([TrainingEntry.model_validate(r) for r in synthetic_rows(n, seed=seed)])
+
+
+def make(tmp_path: Path, store: SampleStore, url: str, **overrides: object
+         ) -> tuple[Retrainer, list[LoadedBundle], TrainingMetrics]:
+    published: list[LoadedBundle] = []
+    metrics = TrainingMetrics()
+    settings = training_settings(tmp_path, url, **overrides)
+    return Retrainer(settings, store, metrics, on_publish=published.append), published, metrics
+
+
+def retrains_count(metrics: TrainingMetrics, status: str) -> float | None:
+    return metrics.registry.get_sample_value("latency_retrains_total", {"status": status})
+
+
+def test_retrain_publishes_a_bundle(
+    tmp_path: Path, store: SampleStore, migrated_url: str, model_dir: Path, model_choice: Choice
+) -> None:
+    model_type, objective = model_choice
+    retrainer, published, metrics = make(tmp_path, store, migrated_url, model_dir=model_dir,
+                                         model_type=model_type, objective_type=objective)
+    assert retrainer.run_once() == "skipped"  # empty store
+    add(store, 400, seed=1)
+
+    assert retrainer.run_once() == "ok"
+    version = read_current_version(model_dir)
+    assert version is not None
+    assert [b.version for b in published] == [version]
+    bundle = published[0]
+    assert (bundle.model_type, bundle.objective, bundle.quantile) == (model_type, objective, 0.9)
+    assert all(bundle.has_model(t) for t in TARGETS)
+    assert load_current_bundle(model_dir).version == version
+
+    rows = store.list_retrains()
+    assert len(rows) == 1
+    row = rows[0]
+    assert (row["status"], row["version"], row["error"]) == ("ok", version, None)
+    assert (row["model_type"], row["objective"]) == (model_type.value, objective.value)
+    assert row["max_sample_id"] == store.max_sample_id()
+    counts = store.counts()
+    for t in TARGETS:
+        assert row[f"{t.value}_train_samples"] == counts["training_data"][f"{t.value}_samples"]
+        assert row[f"{t.value}_test_samples"] == counts["test_data"][f"{t.value}_samples"] > 0
+        for name in ("mae", "rmse", "pinball_loss", "coverage", "violation_rate"):
+            assert row[f"{t.value}_{name}"] is not None, name
+        assert 0.0 <= row[f"{t.value}_coverage"] <= 1.0
+        assert row[f"{t.value}_violation_rate"] == pytest.approx(1 - row[f"{t.value}_coverage"])
+    assert retrainer.state.last_success is not None
+    assert retrainer.state.last_success["version"] == version
+    assert retrains_count(metrics, "ok") == 1
+
+    assert retrainer.run_once() == "skipped"  # nothing new
+    assert len(published) == 1 and len(store.list_retrains()) == 1
+
+    add(store, 20, seed=2)
+    assert retrainer.run_once() == "ok"
+    assert len(published) == 2
+    assert published[1].version != version
+    assert read_current_version(model_dir) == published[1].version
+    assert [r["version"] for r in store.list_retrains()] == [published[1].version, version]
+
+
+def test_too_few_samples_is_skipped(
+    tmp_path: Path, store: SampleStore, migrated_url: str, model_dir: Path
+) -> None:
+    # Half the rows go to test so every window has rows, but no target reaches 50 to train on.
+    halves = SampleStore(store.engine, test_ratio=0.5, rng=random.Random(3))
+    add(halves, 60, seed=3)
+    assert 0 < halves.counts()["training_data"]["ttft_samples"] < 50
+    retrainer, published, _ = make(tmp_path, halves, migrated_url, model_dir=model_dir)
+    assert retrainer.run_once() == "skipped"
+    assert published == []
+    assert read_current_version(model_dir) is None
+    assert store.list_retrains() == []
+
+
+def test_one_target_without_samples_still_trains_the_other(
+    tmp_path: Path, store: SampleStore, migrated_url: str, model_dir: Path
+) -> None:
+    rng = random.Random(4)
+    store.add_samples([TrainingEntry.model_validate(synthetic_row(rng, measure="ttft"))
+                       for _ in range(200)])
+    retrainer, published, _ = make(tmp_path, store, migrated_url, model_dir=model_dir)
+    assert retrainer.run_once() == "ok", retrainer.state.last_error
+    assert published[0].has_model(TARGETS[0]) and not published[0].has_model(TARGETS[1])
+
+
+def test_failed_publish_is_recorded_and_keeps_the_current_bundle(
+    tmp_path: Path, store: SampleStore, migrated_url: str, model_dir: Path
+) -> None:
+    good, published, _ = make(tmp_path, store, migrated_url, model_dir=model_dir)
+    add(store, 400, seed=5)
+    assert good.run_once() == "ok"
+    current = read_current_version(model_dir)
+
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a regular file where the model directory's parent should be")
+    bad, bad_published, metrics = make(tmp_path, store, migrated_url,
+                                       model_dir=blocker / "models")
+    add(store, 20, seed=6)
+    assert bad.run_once() == "failed"
+    assert bad.state.consecutive_failures == 1 and bad.state.total_failures == 1
+    assert bad.state.last_error and "Error" in bad.state.last_error
+    assert bad.state.last_success is None
+    assert bad_published == []
+    assert retrains_count(metrics, "failed") == 1
+    assert retrains_count(metrics, "ok") is None
+    assert metrics.registry.get_sample_value("latency_retrain_consecutive_failures") == 1
+
+    newest = store.list_retrains()[0]
+    assert (newest["status"], newest["version"]) == ("failed", None)
+    assert newest["error"] == bad.state.last_error
+    assert read_current_version(model_dir) == current
+    assert load_current_bundle(model_dir).version == current
+
+    assert bad.run_once() == "failed"  # still broken, and nothing new is needed to retry
+    assert bad.state.consecutive_failures == 2
+    assert retrains_count(metrics, "failed") == 2
+
+    blocker.unlink()  # the directory becomes creatable: the next attempt recovers
+    assert bad.run_once() == "ok"
+    assert bad.state.consecutive_failures == 0 and bad.state.last_error is None
+    assert bad.state.total_failures == 2
+    assert metrics.registry.get_sample_value("latency_retrain_consecutive_failures") == 0
+    assert read_current_version(blocker / "models") == bad_published[0].version
+
+
+def test_resume_does_not_retrain_a_model_that_saw_every_sample(
+    tmp_path: Path, store: SampleStore, migrated_url: str, model_dir: Path
+) -> None:
+    first, _, _ = make(tmp_path, store, migrated_url, model_dir=model_dir)
+    add(store, 400, seed=7)
+    assert first.run_once() == "ok"
+    version = read_current_version(model_dir)
+
+    restarted, published, _ = make(tmp_path, store, migrated_url, model_dir=model_dir)
+    restarted.resume(load_current_bundle(model_dir))
+    assert restarted.state.last_success is not None
+    assert restarted.state.last_success["version"] == version
+    assert restarted.run_once() == "skipped"
+    assert published == []
+
+    add(store, 20, seed=8)
+    assert restarted.run_once() == "ok"
+    assert published[0].version != version
+
+
+def test_resume_without_the_recorded_bundle_retrains(
+    tmp_path: Path, store: SampleStore, migrated_url: str, model_dir: Path
+) -> None:
+    first, _, _ = make(tmp_path, store, migrated_url, model_dir=model_dir)
+    add(store, 400, seed=9)
+    assert first.run_once() == "ok"
+
+    other_dir = tmp_path / "elsewhere"
+    restarted, published, _ = make(tmp_path, store, migrated_url, model_dir=other_dir)
+    restarted.resume(None)  # e.g. the model volume was lost: the samples must be retrained
+    assert restarted.run_once() == "ok"
+    assert read_current_version(other_dir) == published[0].version

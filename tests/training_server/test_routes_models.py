@@ -1,0 +1,169 @@
+"""Training-server model routes: download info, tree dumps, files, export and import."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from shared.artifact import read_current_version
+from shared.features import feature_names
+from shared.synthetic import prediction_row
+from shared.targets import Target
+from tests.training_server.conftest import OpenClient, train
+
+
+def model_dir_of(client: TestClient) -> Path:
+    return client.app.state.settings.model_dir
+
+
+def test_download_info_before_any_model(client: TestClient) -> None:
+    info = client.get("/model/download/info").json()
+    assert info["model_status"] == {"ttft_model_ready": False, "tpot_model_ready": False}
+    assert (info["model_type"], info["objective_type"], info["quantile"]) == (
+        "xgboost", "quantile", 0.9)
+    assert info["model_version"] is None
+    assert client.get("/model/ttft/xgb/json").status_code == 404
+    assert client.get("/model/ttft/download").status_code == 404
+    assert client.get("/model/export").status_code == 404
+    listing = client.get("/models/list").json()["models"]
+    assert {name: entry["exists"] for name, entry in listing.items()} == {
+        "ttft": False, "tpot": False, "manifest": False}
+    assert client.get("/model/ttft/info").json()["exists"] is False
+
+
+def test_xgboost_download_info_and_tree_dumps(trained: TestClient) -> None:
+    info = trained.get("/model/download/info").json()
+    assert info["available_endpoints"] == {
+        "trees": {"ttft_trees": "/model/ttft/xgb/json", "tpot_trees": "/model/tpot/xgb/json"}}
+    assert info["model_status"] == {"ttft_model_ready": True, "tpot_model_ready": True}
+    assert all(type(v) is bool for v in info["model_status"].values())
+    assert info["model_version"] == read_current_version(model_dir_of(trained))
+    for target in ("ttft", "tpot"):
+        response = trained.get(info["available_endpoints"]["trees"][f"{target}_trees"])
+        assert response.status_code == 200
+        assert response.headers["content-type"] == "application/json"
+        trees = response.json()
+        assert isinstance(trees, list) and len(trees) == 30  # n_estimators in the test settings
+        assert all(isinstance(t, dict) and t["nodeid"] == 0 for t in trees)
+        split_node = next(t for t in trees if "children" in t)
+        assert {"split", "split_condition", "yes", "no", "missing", "depth"} <= set(split_node)
+    for path in ("/model/ttft/lgb/txt", "/model/tpot/lgb/txt", "/model/ttft/lgb/importances"):
+        assert trained.get(path).status_code == 404, path
+    assert trained.get("/model/latency/xgb/json").status_code == 422
+
+
+def test_lightgbm_text_and_importances(open_client: OpenClient) -> None:
+    client = open_client(model_type="lightgbm", objective_type="mean")
+    train(client)
+    info = client.get("/model/download/info").json()
+    assert (info["model_type"], info["objective_type"]) == ("lightgbm", "mean")
+    assert info["available_endpoints"] == {
+        "text": {"ttft": "/model/ttft/lgb/txt", "tpot": "/model/tpot/lgb/txt"}}
+    for target in Target:
+        text = client.get(f"/model/{target.value}/lgb/txt")
+        assert text.status_code == 200
+        assert text.headers["content-type"] == "text/plain; charset=utf-8"
+        assert text.text.startswith("tree")
+        importances = client.get(f"/model/{target.value}/lgb/importances").json()
+        assert list(importances) == list(feature_names(target))
+        assert all(isinstance(v, float) for v in importances.values())
+        assert sum(importances.values()) > 0
+        assert client.get(f"/model/{target.value}/xgb/json").status_code == 404
+
+
+def test_model_info_download_and_list(trained: TestClient) -> None:
+    version = read_current_version(model_dir_of(trained))
+    bundle_dir = model_dir_of(trained) / "versions" / version
+    for name in ("ttft", "tpot", "manifest"):
+        info = trained.get(f"/model/{name}/info").json()
+        assert info["model_name"] == name and info["exists"] is True
+        assert info["size_bytes"] == Path(info["path"]).stat().st_size > 0
+        assert Path(info["path"]).parent == bundle_dir
+        assert info["last_modified"].endswith("Z")
+        assert (info["model_type"], info["quantile"], info["model_version"]) == (
+            "xgboost", 0.9, version)
+    assert trained.get("/model/unknown/info").status_code == 404
+    assert trained.get("/model/unknown/download").status_code == 404
+
+    download = trained.get("/model/ttft/download")
+    assert download.status_code == 200
+    assert download.headers["content-type"] == "application/octet-stream"
+    assert download.content == (bundle_dir / "ttft.json").read_bytes()
+    manifest = json.loads(trained.get("/model/manifest/download").content)
+    assert manifest["version"] == version
+
+    listing = trained.get("/models/list").json()
+    assert set(listing["models"]) == {"ttft", "tpot", "manifest"}
+    assert all(m["exists"] and m["size_bytes"] > 0 for m in listing["models"].values())
+    assert (listing["model_type"], listing["quantile"]) == ("xgboost", 0.9)
+    assert listing["server_time"].endswith("Z")
+
+
+def export(client: TestClient) -> bytes:
+    response = client.get("/model/export")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/gzip"
+    return response.content
+
+
+def test_export_is_a_tar_gz_with_manifest_and_metadata(trained: TestClient) -> None:
+    version = read_current_version(model_dir_of(trained))
+    with tarfile.open(fileobj=io.BytesIO(export(trained)), mode="r:gz") as tar:
+        assert set(tar.getnames()) == {"manifest.json", "metadata.json", "ttft.json", "tpot.json"}
+        metadata = json.load(tar.extractfile("metadata.json"))
+        manifest = json.load(tar.extractfile("manifest.json"))
+    assert (metadata["model_type"], metadata["quantile_alpha"]) == ("xgboost", 0.9)
+    assert metadata["exported_at"].endswith("Z") and metadata["model_version"] == version
+    counts = trained.get("/data/status").json()
+    assert metadata["sample_counts"]["training_data"] == counts["training_data"]
+    assert manifest["version"] == version
+
+
+def test_import_seeds_an_empty_server(trained: TestClient, open_client: OpenClient) -> None:
+    archive = export(trained)
+    version = read_current_version(model_dir_of(trained))
+    fresh = open_client(name="b")
+    assert fresh.get("/model/download/info").json()["model_status"]["ttft_model_ready"] is False
+
+    response = fresh.post("/model/import", content=archive)
+    assert response.status_code == 200, response.text
+    assert response.json() == {"imported": True, "model_version": version}
+    info = fresh.get("/model/download/info").json()
+    assert info["model_status"] == {"ttft_model_ready": True, "tpot_model_ready": True}
+    assert info["model_version"] == version
+    assert read_current_version(model_dir_of(fresh)) == version
+    assert fresh.post("/predict", json=prediction_row()).json()["model_version"] == version
+    assert fresh.get("/model/ttft/xgb/json").json() == trained.get("/model/ttft/xgb/json").json()
+
+
+def tampered(archive: bytes) -> bytes:
+    """The same archive with one byte of ttft.json changed (its checksum no longer matches)."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as src, \
+            tarfile.open(fileobj=out, mode="w:gz") as dst:
+        for member in src.getmembers():
+            data = src.extractfile(member).read()
+            if member.name == "ttft.json":
+                data = data.replace(b"0", b"1", 1)
+            member.size = len(data)
+            dst.addfile(member, io.BytesIO(data))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["garbage", "empty", "tampered"])
+def test_import_refuses_bad_archives(
+    trained: TestClient, open_client: OpenClient, kind: str
+) -> None:
+    archive = {"garbage": b"definitely not a tarball", "empty": b"",
+               "tampered": tampered(export(trained)) if kind == "tampered" else b""}[kind]
+    fresh = open_client(name="b")
+    response = fresh.post("/model/import", content=archive)
+    assert response.status_code == 422
+    assert "bundle refused" in response.json()["detail"]
+    assert fresh.get("/model/download/info").json()["model_version"] is None
+    assert read_current_version(model_dir_of(fresh)) is None
