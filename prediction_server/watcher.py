@@ -52,20 +52,28 @@ class ModelWatcher:
             return True
 
     async def sync_from_trainer(self, client: httpx.AsyncClient) -> bool:
-        """Mirror the trainer's published bundle locally; True when a new one arrived."""
-        try:
-            info = (await client.get("/model/download/info")).raise_for_status().json()
-            remote = info.get("model_version")
-            local = await asyncio.to_thread(read_current_version, self.settings.model_dir)
-            if not remote or remote == local or remote in self.refused:
+        """Mirror the trainer's published bundle locally; True when a new one arrived.
+        A bundle that fails verification is refused once, not downloaded at every poll."""
+        async with self._lock:
+            remote = None
+            try:
+                info = (await client.get("/model/download/info")).raise_for_status().json()
+                remote = info.get("model_version")
+                local = await asyncio.to_thread(read_current_version, self.settings.model_dir)
+                if not remote or remote == local or remote in self.refused:
+                    return False
+                archive = (await client.get("/model/export")).raise_for_status().content
+                await asyncio.to_thread(import_bundle, self.settings.model_dir, archive)
+                return True
+            except BundleError as exc:
+                self.refused[str(remote)] = str(exc)
+                self.metrics.refused.inc()
+                log.error("refused bundle %s from the trainer: %s", remote, exc)
                 return False
-            archive = (await client.get("/model/export")).raise_for_status().content
-            await asyncio.to_thread(import_bundle, self.settings.model_dir, archive)
-            return True
-        except (httpx.HTTPError, ValueError, BundleError) as exc:
-            self.metrics.sync_errors.inc()
-            log.warning("model sync from %s failed: %s", self.settings.training_server_url, exc)
-            return False
+            except (httpx.HTTPError, ValueError) as exc:
+                self.metrics.sync_errors.inc()
+                log.warning("model sync from %s failed: %s", self.settings.training_server_url, exc)
+                return False
 
     async def run(self, client: httpx.AsyncClient | None) -> None:
         """Poll forever (until cancelled); `client` set means mirror from the trainer first."""

@@ -190,6 +190,10 @@ def load_models(bundle_dir: Path, manifest: Manifest) -> dict[Target, Any | None
                 f"{manifest.version}: {entry.file} has {backend.num_features(model)} features, "
                 f"manifest lists {len(entry.features)}"
             )
+        names = backend.feature_names(model)
+        if names is not None and names != entry.features:
+            raise BundleError(f"{manifest.version}: {entry.file} was trained on features "
+                              f"{names}, manifest lists {entry.features}")
         models[target] = model
     return models
 

@@ -30,7 +30,8 @@ class Backend(Protocol):
     model_type: ModelType
     file_suffix: str
 
-    def fit(self, x: np.ndarray, y: np.ndarray, params: FitParams) -> Any: ...
+    def fit(self, x: np.ndarray, y: np.ndarray, params: FitParams,
+            names: Sequence[str]) -> Any: ...
 
     def save(self, model: Any, path: Path) -> None: ...
 
@@ -40,6 +41,8 @@ class Backend(Protocol):
 
     def num_features(self, model: Any) -> int: ...
 
+    def feature_names(self, model: Any) -> list[str] | None: ...
+
     def importances(self, model: Any, names: Sequence[str]) -> dict[str, float]: ...
 
 
@@ -47,7 +50,8 @@ class XGBoostBackend:
     model_type = ModelType.XGBOOST
     file_suffix = ".json"
 
-    def fit(self, x: np.ndarray, y: np.ndarray, params: FitParams) -> Any:
+    def fit(self, x: np.ndarray, y: np.ndarray, params: FitParams,
+            names: Sequence[str]) -> Any:
         import xgboost as xgb
 
         booster_params: dict[str, Any] = {
@@ -62,7 +66,8 @@ class XGBoostBackend:
             booster_params.update(objective="reg:quantileerror", quantile_alpha=params.quantile)
         else:
             booster_params["objective"] = "reg:squarederror"
-        dtrain = xgb.DMatrix(x, label=y)
+        # Named features make the tree dumps the EPP fetches self-describing.
+        dtrain = xgb.DMatrix(x, label=y, feature_names=list(names))
         return xgb.train(booster_params, dtrain, num_boost_round=params.n_estimators)
 
     def save(self, model: Any, path: Path) -> None:
@@ -82,9 +87,12 @@ class XGBoostBackend:
     def num_features(self, model: Any) -> int:
         return int(model.num_features())
 
+    def feature_names(self, model: Any) -> list[str] | None:
+        return None if model.feature_names is None else list(model.feature_names)
+
     def importances(self, model: Any, names: Sequence[str]) -> dict[str, float]:
-        gain = model.get_score(importance_type="gain")  # keys f0, f1, ... (trained unnamed)
-        return {name: float(gain.get(f"f{i}", 0.0)) for i, name in enumerate(names)}
+        gain = model.get_score(importance_type="gain")
+        return {name: float(gain.get(name, 0.0)) for name in names}
 
     def tree_dumps(self, model: Any) -> list[str]:
         """One JSON object per tree, the format the EPP's Go client evaluates."""
@@ -95,7 +103,8 @@ class LightGBMBackend:
     model_type = ModelType.LIGHTGBM
     file_suffix = ".txt"
 
-    def fit(self, x: np.ndarray, y: np.ndarray, params: FitParams) -> Any:
+    def fit(self, x: np.ndarray, y: np.ndarray, params: FitParams,
+            names: Sequence[str]) -> Any:
         import lightgbm as lgb
 
         lgb_params: dict[str, Any] = {
@@ -110,7 +119,7 @@ class LightGBMBackend:
             lgb_params.update(objective="quantile", alpha=params.quantile)
         else:
             lgb_params["objective"] = "regression"
-        return lgb.train(lgb_params, lgb.Dataset(x, label=y), num_boost_round=params.n_estimators)
+        return lgb.train(lgb_params, lgb.Dataset(x, label=y, feature_name=list(names)), num_boost_round=params.n_estimators)
 
     def save(self, model: Any, path: Path) -> None:
         model.save_model(str(path))
@@ -130,6 +139,9 @@ class LightGBMBackend:
 
     def num_features(self, model: Any) -> int:
         return int(model.num_feature())
+
+    def feature_names(self, model: Any) -> list[str] | None:
+        return list(model.feature_name())
 
     def importances(self, model: Any, names: Sequence[str]) -> dict[str, float]:
         gain = model.feature_importance(importance_type="gain")

@@ -62,7 +62,7 @@ def _fast_columns(rows: Sequence[Any]) -> Columns:
             raise _Unusual
         columns[name] = values
     pod_types = [r.get("pod_type") for r in rows]
-    if not all(p is None or isinstance(p, str) and len(p) <= 64 for p in pod_types):
+    if not all(p is None or isinstance(p, str) for p in pod_types):
         raise _Unusual
     columns["pod_type_code"] = np.fromiter(
         (pod_type_code(p) for p in pod_types), dtype=np.float64, count=len(rows)

@@ -21,7 +21,7 @@ def _none_to_empty(value: Any) -> Any:
 
 
 # Any string is accepted: the EPP forwards raw role labels ("prefill-decode", "both", ...).
-PodType = Annotated[str, BeforeValidator(_none_to_empty), Field(max_length=64)]
+PodType = Annotated[str, BeforeValidator(_none_to_empty)]
 
 
 class _Request(BaseModel):

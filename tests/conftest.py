@@ -114,7 +114,7 @@ def publish_trained_bundle(
         names = feature_names(target)
         x = build_matrix(columns_from_dicts(measured), names)
         y = [r[target.actual_field] for r in measured]
-        models[target] = backend.fit(x, np.asarray(y), params)
+        models[target] = backend.fit(x, np.asarray(y), params, names)
         entries[target] = TargetManifest(file=None, features=list(names),
                                          train_samples=len(measured))
     manifest = Manifest(

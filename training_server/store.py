@@ -17,6 +17,8 @@ from training_server.tables import retrains, samples
 
 TARGET_BITS = {Target.TTFT: 1, Target.TPOT: 2}
 KV_BUCKETS = 10
+# Any label is accepted; only its feature code matters, so long labels are cut for storage.
+POD_TYPE_STORED_CHARS = 64
 PREFIX_BUCKETS = 4
 
 
@@ -74,6 +76,7 @@ class SampleStore:
         for entry in entries:
             row = entry.model_dump(exclude={"timestamp"})
             row.update(
+                pod_type=entry.pod_type[:POD_TYPE_STORED_CHARS],
                 received_at=now,
                 timestamp=entry.timestamp or now,
                 measures=_measures(entry),

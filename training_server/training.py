@@ -36,7 +36,7 @@ def fit_target(
     result = TargetFit(None, tuple(names), len(y_train), len(y_test))
     if len(y_train) < min_samples:
         return result
-    result.model = backend.fit(build_matrix(train_cols, names), y_train, params)
+    result.model = backend.fit(build_matrix(train_cols, names), y_train, params, names)
     if len(y_test):
         predicted = np.maximum(backend.predict(result.model, build_matrix(test_cols, names)), 0.0)
         result.metrics = evaluate(y_test, predicted, params.quantile)

@@ -1,0 +1,61 @@
+"""Shared helpers for the prediction-server tests: a real app on a real model directory."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from prediction_server.app import create_app
+from shared.settings import PredictionSettings
+from shared.synthetic import synthetic_rows
+
+
+@contextmanager
+def running_app(model_dir: Path, **settings: Any) -> Iterator[TestClient]:
+    """The app with its lifespan (initial load + watcher) running."""
+    values: dict[str, Any] = {"model_dir": model_dir, "model_sync_interval_sec": 0.05}
+    values.update(settings)
+    with TestClient(create_app(PredictionSettings(**values))) as client:
+        yield client
+
+
+def epp_rows(n: int, seed: int) -> list[dict[str, Any]]:
+    """Prediction rows as the EPP sends them (no actual_* fields)."""
+    return [
+        {k: v for k, v in r.items() if not k.startswith("actual_")}
+        for r in synthetic_rows(n, seed=seed)
+    ]
+
+
+def strict(client: TestClient, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    response = client.post("/predict/bulk/strict", json={"requests": rows})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def metric_value(client: TestClient, line_prefix: str) -> float | None:
+    """The value of the first /metrics sample line starting with `line_prefix`."""
+    text = client.get("/metrics").text
+    for line in text.splitlines():
+        if line.startswith(line_prefix + " ") or line.startswith(line_prefix + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def served_version(client: TestClient) -> str:
+    return client.get("/status").json()["model_version"]
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    """Poll until `condition` holds (the watcher runs every 50 ms); not a timing assertion."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met within {timeout}s")
+        time.sleep(0.02)

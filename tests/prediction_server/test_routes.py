@@ -1,0 +1,201 @@
+"""Prediction routes of the contract (spec section 3) on a real app with real models."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from shared.artifact import Manifest
+from shared.decoding import decode_prediction_rows
+from shared.predictor import load_current_bundle
+from shared.settings import ModelType, ObjectiveType
+from shared.synthetic import prediction_row
+from shared.targets import Target
+from tests.conftest import publish_trained_bundle
+from tests.prediction_server.helpers import epp_rows, metric_value, running_app, strict
+
+PREDICTION_FIELDS = {"ttft_ms", "tpot_ms", "predicted_at", "model_type", "objective_type",
+                     "quantile", "last_model_load", "model_version"}
+
+
+def is_rfc3339_utc(value: str) -> bool:
+    return value.endswith("Z") and datetime.fromisoformat(value).utcoffset() is not None
+
+
+@pytest.fixture
+def published(model_dir: Path) -> Manifest:
+    return publish_trained_bundle(model_dir, seed=5)
+
+
+def test_cold_start_serves_the_prior(model_dir: Path) -> None:
+    with running_app(model_dir) as client:
+        ready = client.get("/readyz")
+        assert ready.status_code == 200 and ready.json()["status"] == "ready"
+        assert client.get("/healthz").json() == {"status": "ok"}
+        status = client.get("/status").json()
+        assert status["model_version"] == "cold-start-prior"
+        assert status["models_exist"] == {"ttft_model": False, "tpot_model": False}
+        assert status["is_ready"] is True and status["last_model_load"] is None
+        assert (status["model_type"], status["objective_type"], status["quantile"]) == (
+            "xgboost", "quantile", 0.9
+        )
+        short, long = strict(client, [prediction_row(input_token_length=10),
+                                      prediction_row(input_token_length=5000)])["predictions"]
+    assert 0 < short["ttft_ms"] < long["ttft_ms"]
+    assert short["tpot_ms"] > 0 and long["tpot_ms"] > 0
+    # The documented prior: 50 + 0.1 * effective tokens; 10 + 0.5 * running + 20 * kv.
+    assert long["ttft_ms"] == pytest.approx(50 + 0.1 * 5000)
+    assert long["tpot_ms"] == pytest.approx(10 + 0.5 * 4 + 20 * 0.3)
+    assert long["model_version"] == "cold-start-prior" and long["last_model_load"] is None
+
+
+def test_bundle_published_before_start_is_served(model_dir: Path, published: Manifest) -> None:
+    with running_app(model_dir) as client:
+        status = client.get("/status").json()
+        root = client.get("/").json()
+    assert status["model_version"] == root["model_version"] == published.version
+    assert status["models_exist"] == {"ttft_model": True, "tpot_model": True}
+    assert status["cold_start"] is False and is_rfc3339_utc(status["last_model_load"])
+
+
+def test_strict_predictions_follow_input_order(model_dir: Path, published: Manifest) -> None:
+    rows = epp_rows(12, seed=21)
+    with running_app(model_dir) as client:
+        body = strict(client, rows)
+        singles = [client.post("/predict", json=row).json() for row in rows]
+    assert (body["total_requests"], body["successful_predictions"], body["failed_predictions"]) \
+        == (12, 12, 0)
+    assert isinstance(body["processing_time_ms"], float) and body["processing_time_ms"] >= 0
+    assert body["model_version"] == published.version
+    predictions = body["predictions"]
+    assert len(predictions) == len(rows)
+    for got, single in zip(predictions, singles, strict=True):
+        assert PREDICTION_FIELDS <= set(got)
+        assert got["ttft_ms"] >= 0 and got["tpot_ms"] >= 0
+        assert got["ttft_ms"] == pytest.approx(single["ttft_ms"], rel=1e-9)
+        assert got["tpot_ms"] == pytest.approx(single["tpot_ms"], rel=1e-9)
+        assert is_rfc3339_utc(got["predicted_at"]) and is_rfc3339_utc(got["last_model_load"])
+        assert (got["model_type"], got["objective_type"], got["quantile"]) == (
+            "xgboost", "quantile", 0.9
+        )
+        assert got["model_version"] == published.version
+    assert len({p["ttft_ms"] for p in predictions}) > 1  # a real model, varied rows
+
+
+def test_server_predicts_like_the_library(
+    model_dir: Path, model_choice: tuple[ModelType, ObjectiveType]
+) -> None:
+    model_type, objective = model_choice
+    publish_trained_bundle(model_dir, model_type, objective, seed=8)
+    rows = epp_rows(40, seed=9)
+    want = load_current_bundle(model_dir).predict(decode_prediction_rows(rows))  # type: ignore
+    with running_app(model_dir, model_type=ModelType.XGBOOST) as client:
+        predictions = strict(client, rows)["predictions"]
+    assert {(p["model_type"], p["objective_type"]) for p in predictions} == {
+        (model_type.value, objective.value)
+    }
+    np.testing.assert_allclose([p["ttft_ms"] for p in predictions], want[Target.TTFT], rtol=1e-4)
+    np.testing.assert_allclose([p["tpot_ms"] for p in predictions], want[Target.TPOT], rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("kv_cache_percentage", 1.5), ("input_token_length", -1), ("num_request_waiting", "abc"),
+     ("num_request_running", None), ("prefix_cache_score", 2), ("num_tokens_generated", 1.5),
+     ("prefill_tokens_in_flight", -3), ("input_token_length", "1e3")],
+)
+def test_strict_bad_row_is_422_naming_index_and_field(
+    model_dir: Path, field: str, value: Any
+) -> None:
+    rows = [prediction_row(), prediction_row(**{field: value}), prediction_row()]
+    with running_app(model_dir) as client:
+        response = client.post("/predict/bulk/strict", json={"requests": rows})
+        single = client.post("/predict", json=rows[1])
+    assert response.status_code == 422
+    assert [e["loc"] for e in response.json()["detail"]] == [["body", "requests", 1, field]]
+    assert single.status_code == 422
+    assert [e["loc"] for e in single.json()["detail"]] == [["body", field]]
+
+
+def test_strict_missing_field_is_named(model_dir: Path) -> None:
+    row = prediction_row()
+    del row["prefix_cache_score"]
+    with running_app(model_dir) as client:
+        response = client.post("/predict/bulk/strict", json={"requests": [prediction_row(), row]})
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert [(e["loc"], e["type"]) for e in detail] == [
+        (["body", "requests", 1, "prefix_cache_score"], "missing")
+    ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"requests": []}', b"{}", b'{"rows": [{}]}', b'{"requests": {"a": 1}}', b"[]",
+     b'{"requests": [', b"not json", b""],
+)
+def test_strict_bad_envelope_is_422(model_dir: Path, body: bytes) -> None:
+    with running_app(model_dir) as client:
+        response = client.post("/predict/bulk/strict", content=body,
+                               headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"][0] == "body"
+
+
+@pytest.mark.parametrize("route", ["/predict/bulk/strict", "/predict/bulk"])
+def test_more_rows_than_the_limit_is_422(model_dir: Path, route: str) -> None:
+    with running_app(model_dir, max_rows_per_call=5) as client:
+        over = client.post(route, json={"requests": [prediction_row()] * 6})
+        at_limit = client.post(route, json={"requests": [prediction_row()] * 5})
+        empty = client.post(route, json={"requests": []})
+    assert over.status_code == 422
+    assert over.json()["detail"][0]["loc"] == ["body", "requests"]
+    assert at_limit.status_code == 200 and len(at_limit.json()["predictions"]) == 5
+    assert empty.status_code == 422
+
+
+@pytest.mark.parametrize("pod_type", ["prefill-decode", "both", None, "prefill", "decode"])
+def test_unknown_fields_and_raw_pod_types_are_accepted(model_dir: Path, pod_type: Any) -> None:
+    row = {**prediction_row(pod_type=pod_type), "future_field": {"x": 1}, "request_id": "abc"}
+    with running_app(model_dir) as client:
+        bulk = strict(client, [row])
+        single = client.post("/predict", json=row)
+    assert single.status_code == 200
+    assert bulk["predictions"][0]["ttft_ms"] == pytest.approx(single.json()["ttft_ms"])
+
+
+def test_bulk_answers_null_and_an_error_for_a_bad_row(
+    model_dir: Path, published: Manifest
+) -> None:
+    rows = epp_rows(3, seed=30)
+    bad = {**rows[1], "kv_cache_percentage": 7}
+    with running_app(model_dir) as client:
+        response = client.post("/predict/bulk", json={"requests": [rows[0], bad, rows[2]]})
+        reference = strict(client, [rows[0], rows[2]])["predictions"]
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["total_requests"], body["successful_predictions"], body["failed_predictions"]) \
+        == (3, 2, 1)
+    assert body["predictions"][1] is None
+    assert [(e["index"], e["request"]) for e in body["errors"]] == [(1, bad)]
+    assert "kv_cache_percentage" in body["errors"][0]["error"]
+    for got, want in zip([body["predictions"][0], body["predictions"][2]], reference, strict=True):
+        assert PREDICTION_FIELDS <= set(got)
+        assert got["ttft_ms"] == pytest.approx(want["ttft_ms"], rel=1e-9)
+        assert got["tpot_ms"] == pytest.approx(want["tpot_ms"], rel=1e-9)
+
+
+def test_metrics_count_predicted_rows(model_dir: Path) -> None:
+    with running_app(model_dir) as client:
+        strict(client, [prediction_row()] * 3)
+        strict(client, [prediction_row()] * 4)
+        client.post("/predict", json=prediction_row())
+        text = client.get("/metrics").text
+        assert metric_value(client, 'latency_predicted_rows_total{route="strict"}') == 7.0
+        assert metric_value(client, 'latency_predicted_rows_total{route="predict"}') == 1.0
+    assert 'latency_predict_duration_seconds_bucket{le="+Inf",route="strict"} 2.0' in text
+    assert 'latency_predict_duration_seconds_count{route="predict"} 1.0' in text

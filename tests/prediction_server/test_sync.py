@@ -1,0 +1,174 @@
+"""LATENCY_SYNC_FROM_TRAINER: mirror bundles from a trainer over real HTTP (no shared volume).
+
+The trainer here is a real HTTP server on 127.0.0.1 answering the two routes the watcher
+reads, /model/download/info and /model/export, with archives packed by shared.archive.
+"""
+
+from __future__ import annotations
+
+import time
+
+import io
+import json
+import random
+import tarfile
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.archive import pack_bundle
+from shared.artifact import MANIFEST, bundle_dir_for
+from tests.conftest import publish_trained_bundle
+from tests.prediction_server.helpers import metric_value, running_app, served_version, wait_for
+
+V1 = "20260401T000000.000000Z"
+V2 = "20260402T000000.000000Z"
+V3 = "20260403T000000.000000Z"
+
+
+class FakeTrainer:
+    def __init__(self) -> None:
+        self.version: str | None = None
+        self.archive = b""
+        self.exports = 0
+
+    def offer(self, version: str, archive: bytes) -> None:
+        self.archive = archive  # first: /info must never announce a version not yet offered
+        self.version = version
+
+
+@pytest.fixture
+def trainer() -> Iterator[tuple[FakeTrainer, str]]:
+    state = FakeTrainer()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            if self.path == "/model/download/info":
+                body, kind = json.dumps({"model_version": state.version}).encode(), "json"
+            elif self.path == "/model/export" and state.version:
+                state.exports += 1
+                body, kind = state.archive, "gzip"
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", f"application/{kind}")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+def make_tar(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def trained_archive(tmp_path: Path, version: str, seed: int) -> bytes:
+    source = tmp_path / f"trainer-{version}"
+    source.mkdir()
+    publish_trained_bundle(source, seed=seed, version=version)
+    return pack_bundle(bundle_dir_for(source, version), {"model_version": version})
+
+
+def tampered_archive(tmp_path: Path, version: str) -> bytes:
+    """A well-formed archive whose ttft model no longer matches its manifest checksum."""
+    source = tmp_path / f"trainer-{version}"
+    source.mkdir()
+    publish_trained_bundle(source, seed=7, version=version)
+    bundle = bundle_dir_for(source, version)
+    members = {p.name: p.read_bytes() for p in bundle.iterdir()}
+    data = bytearray(members["ttft.json"])
+    data[len(data) // 2] ^= 0x01
+    return make_tar({**members, "ttft.json": bytes(data)})
+
+
+def corrupt_stream_archive() -> bytes:
+    """Valid gzip header, then a deflate stream broken mid-way (see tests/shared/test_archive)."""
+    rng = random.Random(0)
+    payload = "".join(
+        f'"{rng.random():.6f}": [{rng.randint(0, 999)}, "split"],\n' for _ in range(3000)
+    ).encode()
+    archive = bytearray(make_tar({MANIFEST: payload}))
+    archive[int(len(archive) * 0.2)] ^= 0xFF
+    return bytes(archive)
+
+
+def sync_app(model_dir: Path, url: str) -> Any:
+    return running_app(model_dir, sync_from_trainer=True, training_server_url=url)
+
+
+def test_bundles_are_mirrored_from_the_trainer(
+    model_dir: Path, tmp_path: Path, trainer: tuple[FakeTrainer, str]
+) -> None:
+    state, url = trainer
+    with sync_app(model_dir, url) as client:
+        assert served_version(client) == "cold-start-prior"
+        state.offer(V1, trained_archive(tmp_path, V1, seed=1))
+        wait_for(lambda: served_version(client) == V1)
+        first = client.post("/predict/bulk/strict", json={"requests": [
+            {"kv_cache_percentage": 0.5, "input_token_length": 4000, "num_request_waiting": 1,
+             "num_request_running": 8, "num_tokens_generated": 1, "prefix_cache_score": 0.0}
+        ]}).json()["predictions"][0]
+        state.offer(V2, trained_archive(tmp_path, V2, seed=2))
+        wait_for(lambda: served_version(client) == V2)
+        status = client.get("/status").json()
+    assert first["model_version"] == V1 and first["ttft_ms"] > 0
+    assert status["training_server_url"] == url
+    assert status["models_exist"] == {"ttft_model": True, "tpot_model": True}
+    assert (model_dir / "CURRENT").read_text().strip() == V2
+    assert bundle_dir_for(model_dir, V1).is_dir() and bundle_dir_for(model_dir, V2).is_dir()
+
+
+def test_tampered_archive_is_refused_and_sync_goes_on(
+    model_dir: Path, tmp_path: Path, trainer: tuple[FakeTrainer, str]
+) -> None:
+    state, url = trainer
+    state.offer(V1, trained_archive(tmp_path, V1, seed=1))
+    with sync_app(model_dir, url) as client:
+        wait_for(lambda: served_version(client) == V1)
+        state.offer(V2, tampered_archive(tmp_path, V2))
+        wait_for(lambda: (metric_value(client, "latency_model_refused_total") or 0) >= 1)
+        assert served_version(client) == V1
+        assert not bundle_dir_for(model_dir, V2).exists()
+        assert V2 in client.get("/status").json()["refused_versions"]
+        exports = state.exports
+        time.sleep(0.3)  # several polls: a refused version is not downloaded again
+        assert state.exports == exports
+        state.offer(V3, trained_archive(tmp_path, V3, seed=3))
+        wait_for(lambda: served_version(client) == V3)
+
+
+def test_watcher_survives_an_archive_with_a_broken_stream(
+    model_dir: Path, tmp_path: Path, trainer: tuple[FakeTrainer, str]
+) -> None:
+    """Regression: zlib.error once escaped import_bundle and killed the watcher task."""
+    state, url = trainer
+    state.offer(V1, trained_archive(tmp_path, V1, seed=1))
+    with sync_app(model_dir, url) as client:
+        wait_for(lambda: served_version(client) == V1)
+        state.offer(V2, corrupt_stream_archive())
+        wait_for(lambda: state.exports >= 2)  # V1 once, then the broken V2
+        state.offer(V3, trained_archive(tmp_path, V3, seed=3))
+        wait_for(lambda: served_version(client) == V3, timeout=5.0)
