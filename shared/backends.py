@@ -6,9 +6,9 @@ text: readable, versioned by the library, and never unpickled.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np

@@ -110,7 +110,7 @@ def build_predict_router(
         bundle = get_bundle(request)
         if valid:
             columns = columns_from_dicts([r for _, r in valid])
-            for (index, _), payload in zip(valid, await _predict(bundle, columns, len(valid))):
+            for (index, _), payload in zip(valid, await _predict(bundle, columns, len(valid)), strict=True):
                 predictions[index] = payload
         if errors:
             metrics.errors.labels("bulk", "invalid_row").inc(len(errors))

@@ -6,13 +6,10 @@ reads, /model/download/info and /model/export, with archives packed by shared.ar
 
 from __future__ import annotations
 
-import time
-
-import io
 import json
 import random
-import tarfile
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -23,6 +20,7 @@ import pytest
 from shared.archive import pack_bundle
 from shared.artifact import MANIFEST, bundle_dir_for
 from tests.conftest import publish_trained_bundle
+from tests.factories import make_tar
 from tests.prediction_server.helpers import metric_value, running_app, served_version, wait_for
 
 V1 = "20260401T000000.000000Z"
@@ -73,16 +71,6 @@ def trainer() -> Iterator[tuple[FakeTrainer, str]]:
         server.shutdown()
         server.server_close()
         thread.join(10)
-
-
-def make_tar(members: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
 
 
 def trained_archive(tmp_path: Path, version: str, seed: int) -> bytes:

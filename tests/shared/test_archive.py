@@ -26,20 +26,11 @@ from shared.settings import ModelType, ObjectiveType
 from shared.synthetic import synthetic_rows
 from shared.targets import TARGETS
 from tests.conftest import publish_trained_bundle
+from tests.factories import make_tar
 
 COLUMNS = decode_prediction_rows(synthetic_rows(32, seed=7))
 SOURCE_VERSION = "20260601T000000.000000Z"
 TARGET_VERSION = "20260501T000000.000000Z"
-
-
-def make_tar(members: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
 
 
 def bundle_members(model_dir: Path, version: str) -> dict[str, bytes]:

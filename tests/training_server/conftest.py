@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from shared.synthetic import synthetic_rows
-from training_server.app import create_app
 from tests.conftest import training_settings
+from training_server.app import create_app
 
 OpenClient = Callable[..., TestClient]
 

@@ -13,10 +13,10 @@ from shared.schemas import TrainingEntry
 from shared.settings import ModelType, ObjectiveType
 from shared.synthetic import synthetic_row, synthetic_rows
 from shared.targets import TARGETS
+from tests.conftest import training_settings
 from training_server.metrics import TrainingMetrics
 from training_server.retrainer import Retrainer
 from training_server.store import SampleStore
-from tests.conftest import training_settings
 
 Choice = tuple[ModelType, ObjectiveType]
 

@@ -86,7 +86,7 @@ def test_more_rows_than_max_rows_per_call_is_422(open_client: OpenClient) -> Non
 
 def test_unknown_fields_any_pod_type_and_go_timestamps_are_accepted(client: TestClient) -> None:
     rows = synthetic_rows(6)
-    for row, pod_type in zip(rows, ["prefill-decode", "both", None, "", "decode", "GPU-x"]):
+    for row, pod_type in zip(rows, ["prefill-decode", "both", None, "", "decode", "GPU-x"], strict=True):
         row["pod_type"] = pod_type
     rows[0]["some_future_field"] = {"nested": True}
     rows[1]["timestamp"] = "2024-05-01T12:34:56.123456789Z"
