@@ -55,3 +55,7 @@ def _server(name: str, argv: list[str]) -> None:
         from prediction_server.app import create_app as prediction_app
 
         serve("latency-predictor prediction server", PredictionSettings, prediction_app, argv)
+
+
+if __name__ == "__main__":
+    main()

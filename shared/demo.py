@@ -87,6 +87,7 @@ def run_demo(args: argparse.Namespace) -> None:
 def _load(train_url: str, pred_url: str, duration: float, rows_per_second: int) -> None:
     rng = random.Random(7)
     sent = 0
+    version = None
     started = time.monotonic()
     with httpx.Client(timeout=10.0) as client:
         while (elapsed := time.monotonic() - started) < duration:
@@ -97,6 +98,20 @@ def _load(train_url: str, pred_url: str, duration: float, rows_per_second: int) 
             answer = client.post(f"{pred_url}/predict/bulk/strict",
                                  json={"requests": [SHORT, LONG]}).json()
             short, long = answer["predictions"]
+            if answer["model_version"] != version:
+                version = answer["model_version"]
+                _report_retrain(client, train_url, version)
             _say(f"{elapsed:5.0f} {sent:8d} {answer['model_version']:>26} "
                  f"{short['ttft_ms']:9.0f}ms {long['ttft_ms']:8.0f}ms {short['tpot_ms']:5.1f}ms")
             time.sleep(max(0.0, 1.0 - (time.monotonic() - started - elapsed)))
+
+
+def _report_retrain(client: httpx.Client, train_url: str, version: str) -> None:
+    """One line with the held-out metrics of the retrain that produced `version`."""
+    for retrain in client.get(f"{train_url}/retrains", params={"limit": 5}).json()["retrains"]:
+        if retrain["version"] == version:
+            _say(
+                f"      retrain {version}: {retrain['duration_s']:.2f}s; held-out "
+                f"TTFT MAE {retrain['ttft_mae'] or 0:.0f}ms coverage {retrain['ttft_coverage'] or 0:.2f}; "
+                f"TPOT MAE {retrain['tpot_mae'] or 0:.1f}ms coverage {retrain['tpot_coverage'] or 0:.2f}"
+            )
