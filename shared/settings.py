@@ -61,6 +61,10 @@ class TrainingSettings(CommonSettings):
         0.1, ge=0.0, lt=1.0, validation_alias=_env("LATENCY_TEST_TRAIN_RATIO")
     )
     max_test_data_size: int = Field(1_000, ge=0, validation_alias=_env("LATENCY_MAX_TEST_DATA_SIZE"))
+    # Newest rows per target a retrain fits on: bounds retrain time whatever the store holds.
+    max_training_window: int = Field(
+        100_000, ge=1, validation_alias=_env("LATENCY_MAX_TRAINING_WINDOW")
+    )
     enable_token_in_flight_features: bool = Field(
         True, validation_alias=_env("LATENCY_ENABLE_TOKEN_IN_FLIGHT_FEATURES")
     )

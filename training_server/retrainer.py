@@ -109,7 +109,8 @@ class Retrainer:
             )
             fits[target] = fit_target(
                 backend, params, names,
-                self.store.window(target, test=False), self.store.window(target, test=True),
+                self.store.window(target, test=False, limit=s.max_training_window),
+                self.store.window(target, test=True, limit=s.max_test_data_size),
                 min_samples=s.min_samples_for_retrain,
             )
         if all(f.model is None for f in fits.values()):

@@ -98,16 +98,20 @@ class SampleStore:
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.coalesce(func.max(samples.c.id), 0))).scalar_one())
 
-    def window(self, target: Target, *, test: bool) -> tuple[Columns, np.ndarray]:
-        """All retained rows that measure `target` in one split, oldest first."""
+    def window(
+        self, target: Target, *, test: bool, limit: int | None = None
+    ) -> tuple[Columns, np.ndarray]:
+        """The newest `limit` (all if None) rows measuring `target` in one split, oldest
+        first. Served by ix_samples_window, so a large store is never read whole."""
         cols = [samples.c[name] for name in NUMERIC_FIELDS]
         stmt = (
             select(*cols, samples.c[target.actual_field], samples.c.pod_type)
             .where(samples.c.is_test == test, samples.c.measures.in_(_measures_values(target)))
-            .order_by(samples.c.id)
+            .order_by(samples.c.id.desc())
+            .limit(limit)
         )
         with self.engine.connect() as conn:
-            rows = conn.execute(stmt).all()
+            rows = conn.execute(stmt).all()[::-1]
         numeric = np.array([r[:-1] for r in rows], dtype=np.float64).reshape(
             len(rows), len(NUMERIC_FIELDS) + 1
         )

@@ -50,6 +50,8 @@ samples = Table(
     Column("is_test", Boolean, nullable=False),
     Column("bucket", SmallInteger, nullable=False),
     Index("ix_samples_split_bucket", "is_test", "measures", "bucket", "id"),
+    # The training window reads the newest rows of one split and target kind.
+    Index("ix_samples_window", "is_test", "measures", "id"),
     sqlite_autoincrement=True,  # ids never reused, so "max id" marks new samples
 )
 
@@ -68,6 +70,7 @@ retrains = Table(
     Column("objective", String(16), nullable=False),
     Column("quantile", Float, nullable=False),
     Column("max_sample_id", BigInteger, nullable=False),
+    Column("trainer", String(128)),  # which training replica ran it (host:pid)
     *[
         Column(f"{t.value}_{name}", Integer if name.endswith("samples") else Float)
         for t in TARGETS

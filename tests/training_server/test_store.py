@@ -115,6 +115,12 @@ def test_window_of_an_empty_split_is_empty(store: SampleStore) -> None:
     assert len(y) == 0 and len(columns["input_token_length"]) == 0
 
 
+def test_window_limit_keeps_the_newest_rows_oldest_first(store: SampleStore) -> None:
+    split(store, 0.0).add_samples([entry(ttft=float(v)) for v in range(1, 8)])
+    _, y = store.window(Target.TTFT, test=False, limit=3)
+    np.testing.assert_array_equal(y, [5.0, 6.0, 7.0])
+
+
 def test_max_sample_id_grows(store: SampleStore) -> None:
     assert store.max_sample_id() == 0
     store.add_samples([entry(ttft=1.0), entry(ttft=2.0)])
