@@ -8,7 +8,8 @@ from shared.settings import PredictionSettings
 
 
 def main() -> None:
-    serve("latency-predictor prediction server", PredictionSettings, create_app)
+    serve("latency-predictor prediction server", PredictionSettings, create_app,
+          factory_path="prediction_server.app:create_app_from_env")
 
 
 if __name__ == "__main__":

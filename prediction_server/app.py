@@ -57,3 +57,8 @@ def create_app(settings: PredictionSettings) -> FastAPI:
                                             settings.max_rows_per_call))
     app.include_router(ops.router)
     return app
+
+
+def create_app_from_env() -> FastAPI:
+    """Factory for uvicorn worker processes: each builds its own app and model slot."""
+    return create_app(PredictionSettings())

@@ -54,7 +54,8 @@ def _server(name: str, argv: list[str]) -> None:
     else:
         from prediction_server.app import create_app as prediction_app
 
-        serve("latency-predictor prediction server", PredictionSettings, prediction_app, argv)
+        serve("latency-predictor prediction server", PredictionSettings, prediction_app, argv,
+              factory_path="prediction_server.app:create_app_from_env")
 
 
 if __name__ == "__main__":

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import uvicorn
+
+from shared.cpus import available_cpus
 
 
 def serve(
@@ -15,7 +18,11 @@ def serve(
     load_settings: Callable[[], Any],
     create_app: Callable[[Any], Any],
     argv: Sequence[str] | None = None,
+    *,
+    factory_path: str | None = None,
 ) -> None:
+    """Run one server. With `factory_path` (a "module:function" building the app from the
+    environment) and settings.workers != 1 it runs one process per CPU of the quota."""
     settings = load_settings()
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--host", default=settings.host, help=f"bind address ({settings.host})")
@@ -26,10 +33,16 @@ def serve(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        access_log=False,  # one line per hot-path call would cost more than the call
-    )
+    workers = getattr(settings, "workers", 1) or available_cpus()
+    options: dict[str, Any] = {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": settings.log_level,
+        "access_log": False,  # one line per hot-path call would cost more than the call
+    }
+    if factory_path and workers > 1:
+        # Worker processes rebuild the app from the environment; pass the flags on.
+        os.environ.update(PREDICT_HOST=settings.host, PREDICT_PORT=str(settings.port))
+        uvicorn.run(factory_path, factory=True, workers=workers, **options)
+    else:
+        uvicorn.run(create_app(settings), **options)

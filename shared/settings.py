@@ -86,5 +86,7 @@ class PredictionSettings(CommonSettings):
     model_sync_interval_sec: float = Field(
         1.0, gt=0.0, validation_alias=_env("MODEL_SYNC_INTERVAL_SEC")
     )
+    # 0: one worker per CPU of the container's quota (shared/cpus.py); each holds a model.
+    workers: int = Field(0, ge=0, validation_alias=_env("LATENCY_WORKERS"))
     # For pods without the shared model volume: mirror bundles from TRAINING_SERVER_URL.
     sync_from_trainer: bool = Field(False, validation_alias=_env("LATENCY_SYNC_FROM_TRAINER"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -67,6 +68,7 @@ async def status(request: Request) -> dict[str, Any]:
         "models_exist": {f"{t.value}_model": bundle.has_model(t) for t in TARGETS},
         "cold_start": bundle.is_prior,
         "refused_versions": watcher.refused,
+        "worker_pid": os.getpid(),  # with several workers, each answers for itself
     }
 
 

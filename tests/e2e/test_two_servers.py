@@ -28,6 +28,7 @@ def cluster(tmp_path: Path) -> Iterator[tuple[LiveServer, list[LiveServer]]]:
         "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50",
         "LATENCY_N_ESTIMATORS": "30",
         "MODEL_SYNC_INTERVAL_SEC": "0.2",
+        "LATENCY_WORKERS": "1",  # one process each, so /status speaks for the whole server
         # Retention off in effect: the SIGKILL test counts every accepted row.
         "LATENCY_MAX_TRAINING_DATA_SIZE_PER_BUCKET": "10000000",
         "LATENCY_MAX_TEST_DATA_SIZE": "10000000",
