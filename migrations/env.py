@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from alembic import context
+from sqlalchemy import Connection, text
 
 from shared.settings import TrainingSettings
 from training_server.db import make_engine
@@ -13,9 +14,16 @@ url = config.get_main_option("sqlalchemy.url") or TrainingSettings().db_url
 connection = config.attributes.get("connection")
 
 
-def _run(conn: object) -> None:
+# Several training replicas may start at once; on PostgreSQL they queue on this lock, so
+# exactly one migrates and the others then find the schema at head.
+MIGRATION_LOCK_KEY = 0x6C61_7465_6E63_7901  # arbitrary, fixed: "latency" + 1
+
+
+def _run(conn: Connection) -> None:
     context.configure(connection=conn, target_metadata=metadata, render_as_batch=True)
     with context.begin_transaction():
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
         context.run_migrations()
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect
@@ -28,3 +30,33 @@ def test_migrate_command_brings_the_store_to_head(db_url: str) -> None:
         engine.dispose()
     assert {"samples", "retrains", "alembic_version"} <= tables
     assert head == ScriptDirectory.from_config(alembic_config(db_url)).get_current_head()
+
+
+
+# Each process imports everything, then waits for the start file, so all migrate at once.
+_RACER = """
+import sys, time
+from pathlib import Path
+from training_server.migrate import upgrade
+go = Path(sys.argv[2])
+deadline = time.monotonic() + 60
+while not go.exists() and time.monotonic() < deadline:
+    time.sleep(0.005)
+upgrade(sys.argv[1])
+"""
+
+
+def test_concurrent_migrations_on_postgresql_do_not_collide(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """Training replicas starting together all migrate; the advisory lock serialises them."""
+    go = tmp_path / "go"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _RACER, postgres_url, str(go)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
+    time.sleep(3.0)  # let every process finish its imports
+    go.touch()
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [err[-600:] for _, err in results]
