@@ -15,15 +15,18 @@ connection = config.attributes.get("connection")
 
 
 # Several training replicas may start at once; on PostgreSQL they queue on this lock, so
-# exactly one migrates and the others then find the schema at head.
-MIGRATION_LOCK_KEY = 0x6C61_7465_6E63_7901  # arbitrary, fixed: "latency" + 1
+# exactly one migrates and the others then find the schema at head. The key is per schema,
+# so deployments (or test runs) sharing one database never wait on each other.
+MIGRATION_LOCK = text(
+    "SELECT pg_advisory_xact_lock(hashtext('latency-predictor-migrations:' || current_schema()))"
+)
 
 
 def _run(conn: Connection) -> None:
     context.configure(connection=conn, target_metadata=metadata, render_as_batch=True)
     with context.begin_transaction():
         if conn.dialect.name == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+            conn.execute(MIGRATION_LOCK)
         context.run_migrations()
 
 

@@ -15,6 +15,7 @@ from shared.predictor import LoadedBundle, load_current_bundle, prior_bundle
 from shared.settings import TrainingSettings
 from training_server import migrate
 from training_server.db import make_engine
+from training_server.leadership import make_leadership
 from training_server.metrics import TrainingMetrics
 from training_server.retrainer import Retrainer
 from training_server.routes import models, ops, samples
@@ -45,7 +46,8 @@ def create_app(settings: TrainingSettings, *, start_loop: bool = True) -> FastAP
         def on_publish(bundle: LoadedBundle) -> None:
             app.state.bundle = bundle
 
-        retrainer = Retrainer(settings, store, metrics, on_publish)
+        # Several replicas may share the store: every one ingests, only the leader retrains.
+        retrainer = Retrainer(settings, store, metrics, on_publish, make_leadership(engine))
         retrainer.resume(app.state.bundle)
         app.state.store, app.state.retrainer = store, retrainer
         if start_loop:

@@ -46,6 +46,10 @@ class TrainingMetrics:
             "latency_retrain_metric", "Held-out metric of the latest retrain",
             ["target", "metric"], registry=r,
         )
+        self.is_leader = Gauge(
+            "latency_trainer_is_leader",
+            "1 while this training replica holds the retrain leadership, else 0", registry=r,
+        )
         self.model_published_at = Gauge(
             "latency_model_published_timestamp_seconds", "Unix time the current bundle was built",
             registry=r,

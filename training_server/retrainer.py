@@ -1,13 +1,19 @@
 """The retrain loop: window -> fit both targets -> evaluate -> publish bundle -> record.
 
 Runs in its own thread so fitting never blocks the event loop (the libraries release the
-GIL while they train). One `except` at the loop's edge: it logs the traceback, records a
-failed retrain and counts it, so a broken retrain is never silent.
+GIL while they train). One `except` around each retrain: it logs the traceback, records a
+failed retrain and counts it, so a broken retrain is never silent. One more at the loop's
+edge keeps the thread alive when the store fails a follower (that is not a retrain).
+
+With several training replicas only the leader (training_server.leadership) retrains; the
+others answer "follower" and serve the newest bundle the leader published.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -18,17 +24,31 @@ from typing import Any
 import lightgbm
 import xgboost
 
-from shared.artifact import Manifest, TargetManifest, new_version, write_bundle
+from shared.artifact import (
+    BundleError,
+    Manifest,
+    TargetManifest,
+    new_version,
+    read_current_version,
+    write_bundle,
+)
 from shared.backends import FitParams, backend_for
+from shared.cpus import available_cpus
 from shared.features import feature_names
 from shared.predictor import LoadedBundle, load_bundle
 from shared.settings import TrainingSettings
 from shared.targets import TARGETS, Target
+from training_server.leadership import AlwaysLeader, Leadership
 from training_server.metrics import TrainingMetrics
 from training_server.store import SampleStore
 from training_server.training import TargetFit, fit_target
 
 log = logging.getLogger(__name__)
+
+
+def replica_id() -> str:
+    """host:pid names this training replica in the retrains table and /data/status."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 @dataclass
@@ -48,23 +68,69 @@ class Retrainer:
         store: SampleStore,
         metrics: TrainingMetrics,
         on_publish: Callable[[LoadedBundle], None],
+        leadership: Leadership | None = None,
     ):
         self.settings = settings
         self.store = store
         self.metrics = metrics
         self.on_publish = on_publish
+        self.leadership: Leadership = leadership or AlwaysLeader()
+        self.trainer_id = replica_id()
+        metrics.is_leader.set(1 if self.leadership.is_leader else 0)
+        self.bundle: LoadedBundle | None = None  # what this replica serves (its own or loaded)
+        self._refused: str | None = None  # a published version that failed to load, logged once
         self.state = RetrainState()
         self._lock = threading.Lock()  # one retrain at a time (loop and manual triggers)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def resume(self, published: LoadedBundle | None) -> None:
-        """After a restart, don't retrain a model that already saw every stored sample."""
+        """After a restart or on taking over, don't retrain a model that already saw every
+        stored sample; do retrain if the published bundle is not the recorded one."""
+        self.bundle = published
+        self.state.trained_through = 0
         history = self.store.list_retrains(limit=1, ok_only=True)
         if history:
             self.state.last_success = history[0]
             if published is not None and history[0]["version"] == published.version:
                 self.state.trained_through = history[0]["max_sample_id"]
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leadership.is_leader
+
+    def _elect(self) -> bool:
+        """Try for the leadership (cheap while held); on taking over, resume from the store."""
+        was_leader = self.leadership.is_leader
+        leader = self.leadership.try_acquire()
+        self.metrics.is_leader.set(1 if leader else 0)
+        if leader and not was_leader:
+            self._follow()  # serve, and resume from, what the previous leader published
+            self.resume(self.bundle)
+            log.info("leading the retrains as %s (trained through sample %d)",
+                     self.trainer_id, self.state.trained_through)
+        return leader
+
+    def _follow(self) -> None:
+        """Serve the newest published bundle when CURRENT moved (the leader wrote it)."""
+        try:
+            version = read_current_version(self.settings.model_dir)
+        except OSError:
+            log.exception("cannot read the published version")
+            return
+        if version is None or version in (getattr(self.bundle, "version", None), self._refused):
+            return
+        try:
+            bundle = load_bundle(self.settings.model_dir, version)
+        except BundleError:
+            # Pruned between the read and the load, or broken: the leader's next one follows.
+            log.warning("published bundle %s not loaded", version, exc_info=True)
+            self._refused = version
+            return
+        self.bundle = bundle
+        history = self.store.list_retrains(limit=1, ok_only=True)
+        self.state.last_success = history[0] if history else self.state.last_success
+        self.on_publish(bundle)
 
     def _fit_params(self) -> FitParams:
         s = self.settings
@@ -74,12 +140,17 @@ class Retrainer:
             n_estimators=s.n_estimators,
             max_depth=s.max_depth,
             learning_rate=s.learning_rate,
-            threads=s.train_threads,
+            # 0: the container's CPU quota; the libraries would take the node's core count.
+            threads=s.train_threads or available_cpus(),
         )
 
     def run_once(self) -> str:
-        """One retrain if new samples arrived: returns "ok", "skipped" or "failed"."""
+        """One retrain if new samples arrived: returns "ok", "skipped" or "failed"; or
+        "follower" when another replica leads (not a retrain, not counted)."""
         with self._lock:
+            if not self._elect():
+                self._follow()
+                return "follower"
             started, t0 = datetime.now(UTC), time.perf_counter()
             watermark = self.state.trained_through
             try:
@@ -91,7 +162,8 @@ class Retrainer:
             except Exception as exc:
                 self._record_failure(exc, watermark, started, t0)
                 return "failed"
-            self.metrics.retrains.labels(outcome).inc()
+            if outcome != "follower":
+                self.metrics.retrains.labels(outcome).inc()
             return outcome
 
     def _retrain(self, watermark: int, started: datetime, t0: float) -> str:
@@ -115,6 +187,12 @@ class Retrainer:
             )
         if all(f.model is None for f in fits.values()):
             return "skipped"  # not enough samples yet for either target; the prior keeps serving
+        if not self.leadership.try_acquire():
+            # Lost the lock while fitting: leave publishing to the new leader (this narrows
+            # the overlap of two writers to the publish itself, which is atomic anyway).
+            self.metrics.is_leader.set(0)
+            log.warning("leadership lost during the retrain; not publishing")
+            return "follower"
         manifest = Manifest(
             version=new_version(started),
             created_at=started,
@@ -133,6 +211,7 @@ class Retrainer:
         write_bundle(s.model_dir, manifest, {t: f.model for t, f in fits.items()},
                      keep=s.keep_model_versions)
         bundle = load_bundle(s.model_dir, manifest.version)  # verify what readers will read
+        self.bundle = bundle
         row = self._row(manifest.version, "ok", None, watermark, started, t0, fits)
         self.store.record_retrain(row)
         self.state.trained_through = watermark
@@ -158,7 +237,7 @@ class Retrainer:
             "version": version, "started_at": started, "status": status, "error": error,
             "duration_s": time.perf_counter() - t0, "model_type": s.model_type.value,
             "objective": s.objective_type.value, "quantile": s.quantile_alpha,
-            "max_sample_id": watermark,
+            "max_sample_id": watermark, "trainer": self.trainer_id,
         }
         for target, fit in fits.items():
             t = target.value
@@ -191,7 +270,17 @@ class Retrainer:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
+        self.leadership.release()  # a follower takes over on its next try, not at our death
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.settings.retraining_interval_sec):
-            self.run_once()
+        interval = 0.0  # the first tick only elects: leader or follower shows from start-up
+        while not self._stop.wait(interval):
+            try:
+                if interval:
+                    self.run_once()
+                else:
+                    with self._lock:
+                        self._elect()
+            except Exception:  # see the module docstring: retrain errors never get here
+                log.exception("retrainer tick failed; trying again next interval")
+            interval = self.settings.retraining_interval_sec

@@ -74,6 +74,8 @@ def _status_payload(request: Request, counts: dict[str, Any], retrainer: Any) ->
             "total": state.total_failures,
             "last_error": state.last_error,
         },
+        # Which replica this is and whether it is the one that retrains and publishes.
+        "trainer": {"id": retrainer.trainer_id, "is_leader": retrainer.is_leader},
     }
 
 
@@ -96,7 +98,9 @@ async def list_retrains(
 
 @router.post("/retrain")
 async def retrain_now(retrainer: RetrainerDep) -> dict[str, Any]:
-    """Run one retrain now (if new samples arrived) instead of waiting for the loop."""
+    """Run one retrain now (if new samples arrived) instead of waiting for the loop.
+
+    On a replica that does not hold the leadership the outcome is "follower"."""
     outcome = await run_in_threadpool(retrainer.run_once)
     return {"outcome": outcome, "last_error": retrainer.state.last_error}
 

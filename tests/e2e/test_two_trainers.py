@@ -1,0 +1,155 @@
+"""End to end with two real training processes on one PostgreSQL schema and one model
+directory: both ingest, only the leader retrains and publishes, a SIGKILL of the leader hands
+the retrains to the other within a bounded time, and no accepted sample is lost."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from shared.artifact import read_current_version
+from shared.synthetic import synthetic_rows
+from tests.live import LiveServer, free_port
+
+pytestmark = pytest.mark.postgres
+
+BATCH = 200
+TAKEOVER_BOUND_S = 15.0
+
+
+@pytest.fixture
+def trainers(tmp_path: Path, postgres_url: str) -> Iterator[list[LiveServer]]:
+    env = {
+        "LATENCY_DB_URL": postgres_url,
+        "LATENCY_MODEL_DIR": str(tmp_path / "models"),
+        "LATENCY_RETRAINING_INTERVAL_SEC": "1",
+        "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50",
+        "LATENCY_N_ESTIMATORS": "20",
+        # Retention off in effect: the test counts every accepted row.
+        "LATENCY_MAX_TRAINING_DATA_SIZE_PER_BUCKET": "10000000",
+        "LATENCY_MAX_TEST_DATA_SIZE": "10000000",
+    }
+    servers = [LiveServer("training_server", free_port(), env, tmp_path / f"trainer-{i}.log")
+               for i in range(2)]
+    try:
+        for server in servers:  # one after the other: the first start-up runs the migrations
+            server.start()
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def status(server: LiveServer) -> dict[str, Any]:
+    reply = httpx.get(f"{server.url}/data/status", timeout=5)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def ok_retrains(server: LiveServer) -> list[dict[str, Any]]:
+    rows = httpx.get(f"{server.url}/retrains", params={"limit": 1000}, timeout=5).json()
+    return [r for r in rows["retrains"] if r["status"] == "ok"]
+
+
+def ingest(server: LiveServer, rows: list[dict[str, Any]]) -> int:
+    accepted = 0
+    for i in range(0, len(rows), BATCH):
+        reply = httpx.post(f"{server.url}/add_training_data_bulk",
+                           json={"entries": rows[i:i + BATCH]}, timeout=30)
+        assert reply.status_code == 202, reply.text
+        accepted += len(rows[i:i + BATCH])
+    return accepted
+
+
+def wait_until(predicate: Any, timeout: float, what: str) -> float:
+    """Poll `predicate` every 0.1 s; returns the seconds it took."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if predicate():
+            return time.monotonic() - t0
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: not within {timeout}s")
+
+
+def test_one_leader_retrains_and_the_other_takes_over_after_sigkill(
+    trainers: list[LiveServer], tmp_path: Path
+) -> None:
+    model_dir = tmp_path / "models"
+    wait_until(lambda: sum(status(s)["trainer"]["is_leader"] for s in trainers) == 1, 10,
+               "exactly one leader")
+    leader, follower = sorted(trainers, key=lambda s: not status(s)["trainer"]["is_leader"])
+    leader_id, follower_id = (status(s)["trainer"]["id"] for s in (leader, follower))
+    assert leader_id != follower_id
+
+    # Both replicas ingest; the leader's model reaches the follower through the model dir.
+    accepted = ingest(leader, synthetic_rows(600, seed=1))
+    accepted += ingest(follower, synthetic_rows(600, seed=2))
+    wait_until(lambda: status(follower)["model_version"] is not None
+               and status(follower)["model_version"] == read_current_version(model_dir),
+               60, "the follower serving the leader's first model")
+    accepted += ingest(follower, synthetic_rows(400, seed=3))
+    first = status(leader)["model_version"]
+    wait_until(lambda: status(leader)["model_version"] not in (None, first), 30,
+               "the leader retraining on the follower's samples")
+    time.sleep(3.0)  # several more ticks: the follower must still not train
+    led = ok_retrains(follower)
+    assert len(led) >= 2
+    assert {r["trainer"] for r in led} == {leader_id}
+    assert status(follower)["trainer"]["is_leader"] is False
+    assert httpx.post(f"{follower.url}/retrain", timeout=30).json()["outcome"] == "follower"
+
+    # Keep the survivor ingesting through the leader's death and the takeover.
+    streamed = 0
+    stop = threading.Event()
+    failures: list[str] = []
+
+    def stream() -> None:
+        nonlocal streamed
+        batch = synthetic_rows(BATCH, seed=4)
+        with httpx.Client(timeout=10) as client:
+            for _ in range(300):  # bounded
+                if stop.is_set():
+                    return
+                reply = client.post(f"{follower.url}/add_training_data_bulk",
+                                    json={"entries": batch})
+                if reply.status_code != 202:
+                    failures.append(reply.text)
+                    return
+                streamed += BATCH
+                time.sleep(0.05)
+
+    streamer = threading.Thread(target=stream)
+    streamer.start()
+    try:
+        time.sleep(0.5)
+        leader.kill()
+        takeover_s = wait_until(lambda: status(follower)["trainer"]["is_leader"],
+                                TAKEOVER_BOUND_S, "the follower taking over")
+        print(f"\ntakeover after SIGKILL of the leader: {takeover_s:.2f}s")
+        # The new leader publishes a model that includes samples the old one never saw.
+        def published_by_the_survivor() -> bool:
+            newest = ok_retrains(follower)[0]
+            return (newest["trainer"] == follower_id
+                    and newest["version"] == read_current_version(model_dir)
+                    == status(follower)["model_version"])
+
+        wait_until(published_by_the_survivor, 60, "the new leader publishing")
+    finally:
+        stop.set()
+        streamer.join(30)
+    assert not failures, failures
+    assert streamed >= BATCH
+    accepted += streamed
+
+    newest = ok_retrains(follower)[0]
+    assert newest["max_sample_id"] > max(r["max_sample_id"] for r in led)
+    assert {r["trainer"] for r in ok_retrains(follower)} == {leader_id, follower_id}
+    stored = status(follower)
+    total = stored["training_data"]["total_samples"] + stored["test_data"]["total_samples"]
+    assert total == accepted, "every row answered 202 by either replica is in the store"
