@@ -45,6 +45,9 @@ class TargetManifest(BaseModel):
     train_samples: int = 0
     test_samples: int = 0
     metrics: dict[str, float | None] = {}
+    # Conformal correction: served predictions are model * exp(offset) (0 = none); a factor
+    # beyond e^-3..e^3 would mean a broken model, and such a bundle is refused.
+    calibration_log_offset: float = Field(0.0, ge=-3.0, le=3.0)
 
 
 class Manifest(BaseModel):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +38,8 @@ class LoadedBundle:
     features: dict[Target, tuple[str, ...]]
     manifest: Manifest | None = None
     loaded_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    # Conformal calibration factor per target, applied in the same vector pass.
+    scales: dict[Target, float] = field(default_factory=dict)
 
     @property
     def is_prior(self) -> bool:
@@ -54,6 +58,7 @@ class LoadedBundle:
             else:
                 matrix = build_matrix(columns, self.features[target])
                 values = backend_for(self.model_type).predict(model, matrix)
+                values *= self.scales.get(target, 1.0)
             out[target] = np.maximum(values, 0.0)
         return out
 
@@ -84,6 +89,7 @@ def load_bundle(model_dir: Path, version: str) -> LoadedBundle:
         models=models,
         features={t: tuple(manifest.targets[t].features) for t in TARGETS},
         manifest=manifest,
+        scales={t: math.exp(manifest.targets[t].calibration_log_offset) for t in TARGETS},
     )
 
 

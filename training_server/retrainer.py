@@ -41,6 +41,7 @@ from shared.targets import TARGETS, Target
 from training_server.leadership import AlwaysLeader, Leadership
 from training_server.metrics import TrainingMetrics
 from training_server.store import SampleStore
+from training_server.tables import RETRAIN_METRICS
 from training_server.training import TargetFit, fit_target
 
 log = logging.getLogger(__name__)
@@ -203,6 +204,7 @@ class Retrainer:
                 t: TargetManifest(
                     file=None, features=list(f.features), train_samples=f.train_samples,
                     test_samples=f.test_samples, metrics=f.metrics,
+                    calibration_log_offset=f.log_offset,
                 )
                 for t, f in fits.items()
             },
@@ -243,8 +245,8 @@ class Retrainer:
             t = target.value
             row[f"{t}_train_samples"] = fit.train_samples
             row[f"{t}_test_samples"] = fit.test_samples
-            for name, value in fit.metrics.items():
-                row[f"{t}_{name}"] = value
+            for name in RETRAIN_METRICS:
+                row[f"{t}_{name}"] = fit.metrics.get(name)
         return row
 
     def _record_failure(self, exc: Exception, watermark: int, started: datetime, t0: float) -> None:

@@ -1,6 +1,8 @@
-"""Fit and score one target's model. Pure: arrays in, model and metrics out."""
+"""Fit, calibrate and score one target's model. Pure: arrays in, model and metrics out."""
 
 from __future__ import annotations
+
+import math
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -10,7 +12,11 @@ import numpy as np
 
 from shared.backends import Backend, FitParams
 from shared.features import Columns, build_matrix
+from training_server.calibration import conformal_log_offset, split_oldest
 from training_server.evaluation import evaluate
+
+# Share of the held-out rows (the oldest) that calibrates; the newer rest evaluates.
+CALIBRATION_SHARE = 0.5
 
 
 @dataclass
@@ -20,6 +26,7 @@ class TargetFit:
     train_samples: int
     test_samples: int
     metrics: dict[str, float | None] = field(default_factory=dict)
+    log_offset: float = 0.0  # conformal correction served with the model
 
 
 def fit_target(
@@ -31,15 +38,22 @@ def fit_target(
     *,
     min_samples: int,
 ) -> TargetFit:
-    """Train on `train` if it holds at least `min_samples` rows; score on `test`."""
+    """Train on `train` if it holds at least `min_samples` rows. The held-out `test` rows
+    (oldest first) are split in time: the older half calibrates, the newer half scores the
+    calibrated predictions, i.e. exactly what the prediction servers will answer."""
     (train_cols, y_train), (test_cols, y_test) = train, test
     result = TargetFit(None, tuple(names), len(y_train), len(y_test))
     if len(y_train) < min_samples:
         return result
     result.model = backend.fit(build_matrix(train_cols, names), y_train, params, names)
-    if len(y_test):
-        predicted = np.maximum(backend.predict(result.model, build_matrix(test_cols, names)), 0.0)
-        result.metrics = evaluate(y_test, predicted, params.quantile)
+    (cal_cols, y_cal), (eval_cols, y_eval) = split_oldest(test_cols, y_test, CALIBRATION_SHARE)
+    if len(y_cal):
+        raw_cal = backend.predict(result.model, build_matrix(cal_cols, names))
+        result.log_offset = conformal_log_offset(y_cal, raw_cal, params.quantile)
+    if len(y_eval):
+        raw = np.maximum(backend.predict(result.model, build_matrix(eval_cols, names)), 0.0)
+        result.metrics = evaluate(y_eval, raw * math.exp(result.log_offset), params.quantile)
+        result.metrics["raw_coverage"] = float(np.mean(y_eval <= raw))
     else:
-        result.metrics = evaluate(y_test, y_test, params.quantile)
+        result.metrics = evaluate(y_eval, y_eval, params.quantile)
     return result

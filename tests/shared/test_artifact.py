@@ -66,6 +66,23 @@ def test_bundle_round_trip_predicts_like_the_library(
         np.testing.assert_allclose(predictions[target], np.maximum(want, 0.0), rtol=1e-4)
 
 
+def test_calibration_factor_scales_the_library_prediction(model_dir: Path) -> None:
+    manifest = publish_trained_bundle(model_dir, seed=2)
+    path, raw = manifest_json(model_dir, manifest.version)
+    raw["targets"]["ttft"]["calibration_log_offset"] = 0.25
+    raw["targets"]["tpot"]["calibration_log_offset"] = -0.5
+    path.write_text(json.dumps(raw))
+    bundle = load_current_bundle(model_dir)
+    assert bundle is not None
+    predictions = bundle.predict(COLUMNS)
+    for target, offset in zip(TARGETS, (0.25, -0.5), strict=True):
+        entry = manifest.targets[target]
+        want = native_predict(ModelType.XGBOOST, path.parent / entry.file,
+                              build_matrix(COLUMNS, entry.features))
+        np.testing.assert_allclose(predictions[target], np.maximum(want, 0.0) * np.exp(offset),
+                                   rtol=1e-4)
+
+
 def test_manifest_records_sha256_of_every_file(
     model_dir: Path, model_choice: tuple[ModelType, ObjectiveType]
 ) -> None:
@@ -113,6 +130,10 @@ def _unknown_manifest_field(bundle_dir: Path, raw: dict[str, Any]) -> None:
     raw["surprise"] = 1
 
 
+def _absurd_calibration(bundle_dir: Path, raw: dict[str, Any]) -> None:
+    raw["targets"]["tpot"]["calibration_log_offset"] = 5.0  # a 148x factor
+
+
 CORRUPTIONS: dict[str, tuple[Callable[[Path, dict[str, Any]], None], str]] = {
     "flipped-byte": (_flip_byte, "checksum"),
     "missing-model-file": (_point_at_missing_file, "missing model file"),
@@ -120,6 +141,7 @@ CORRUPTIONS: dict[str, tuple[Callable[[Path, dict[str, Any]], None], str]] = {
     "wrong-feature-count": (_wrong_feature_count, "features"),
     "target-missing": (_drop_target, "tpot"),
     "unknown-manifest-field": (_unknown_manifest_field, "invalid manifest"),
+    "absurd-calibration": (_absurd_calibration, "calibration_log_offset"),
 }
 
 
