@@ -24,6 +24,15 @@ class FitParams:
     max_depth: int = 6
     learning_rate: float = 0.1
     threads: int = 0  # 0: the library's default
+    monotone: tuple[int, ...] | None = None  # per feature: 1 non-decreasing, 0 free
+
+
+def _constrained(params: FitParams) -> bool:
+    """Monotone constraints hold only without a quantile leaf refresh (see
+    shared.features.monotone_constraints)."""
+    return bool(params.monotone and any(params.monotone)) and (
+        params.objective is ObjectiveType.MEAN
+    )
 
 
 class Backend(Protocol):
@@ -62,6 +71,8 @@ class XGBoostBackend:
         }
         if params.threads:
             booster_params["nthread"] = params.threads
+        if _constrained(params):
+            booster_params["monotone_constraints"] = "(" + ",".join(map(str, params.monotone)) + ")"
         if params.objective is ObjectiveType.QUANTILE:
             booster_params.update(objective="reg:quantileerror", quantile_alpha=params.quantile)
         else:
@@ -115,6 +126,8 @@ class LightGBMBackend:
         }
         if params.threads:
             lgb_params["num_threads"] = params.threads
+        if _constrained(params):
+            lgb_params["monotone_constraints"] = list(params.monotone)
         if params.objective is ObjectiveType.QUANTILE:
             lgb_params.update(objective="quantile", alpha=params.quantile)
         else:

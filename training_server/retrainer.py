@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,7 +34,7 @@ from shared.artifact import (
 )
 from shared.backends import FitParams, backend_for
 from shared.cpus import available_cpus
-from shared.features import feature_names
+from shared.features import feature_names, monotone_constraints
 from shared.predictor import LoadedBundle, load_bundle
 from shared.settings import TrainingSettings
 from shared.targets import TARGETS, Target
@@ -180,8 +180,9 @@ class Retrainer:
                 token_in_flight=s.enable_token_in_flight_features,
                 encoder=s.enable_encoder_features,
             )
+            target_params = replace(params, monotone=monotone_constraints(target, names))
             fits[target] = fit_target(
-                backend, params, names,
+                backend, target_params, names,
                 self.store.window(target, test=False, limit=s.max_training_window),
                 self.store.window(target, test=True, limit=s.max_test_data_size),
                 min_samples=s.min_samples_for_retrain,
