@@ -2,6 +2,7 @@
 
     latency-predictor demo [--duration 60]   both servers + a built-in load, then stop
     latency-predictor migrate                 alembic upgrade head on LATENCY_DB_URL
+    latency-predictor retrains [-n 10]        the last retrains and their metrics
     latency-predictor training-server|prediction-server [--host H --port P]
 """
 
@@ -24,6 +25,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     demo.add_argument("--training-port", type=int, default=8000)
     demo.add_argument("--prediction-port", type=int, default=8001)
     sub.add_parser("migrate", help="upgrade the store schema to the newest revision")
+    retrains = sub.add_parser("retrains", help="the last retrains with their held-out metrics")
+    retrains.add_argument("--url", default="http://127.0.0.1:8000", help="training server")
+    retrains.add_argument("-n", "--limit", type=int, default=10)
+    retrains.add_argument("--json", action="store_true", help="JSON instead of a table")
     sub.add_parser("training-server", help="run the training server", add_help=False)
     sub.add_parser("prediction-server", help="run the prediction server", add_help=False)
     if args and args[0] in ("training-server", "prediction-server"):
@@ -34,6 +39,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         from shared.demo import run_demo
 
         run_demo(parsed)
+    elif parsed.command == "retrains":
+        from shared.retrains_table import show_retrains
+
+        raise SystemExit(show_retrains(parsed.url, parsed.limit, parsed.json))
     elif parsed.command == "migrate":
         from shared.settings import TrainingSettings
         from training_server.migrate import upgrade
