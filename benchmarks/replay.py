@@ -47,7 +47,6 @@ import httpx
 import numpy as np
 
 import shared.features
-
 from benchmarks.replay_metrics import (
     HEADER,
     OFFLINE_HEADER,
@@ -75,11 +74,11 @@ LARGE = "1000000"  # retention caps: every replayed row stays trainable
 
 
 def say(text: str = "") -> None:
-    print(text, flush=True)  # noqa: T201 (benchmark output)
+    print(text, flush=True)
 
 
 def note(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)  # noqa: T201
+    print(text, file=sys.stderr, flush=True)
 
 
 def load_rows(spec: str) -> tuple[str, list[dict[str, Any]]]:
@@ -101,13 +100,15 @@ def measures(row: dict[str, Any], target: Target) -> bool:
 def git_state() -> str:
     root = Path(__file__).resolve().parents[1]
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, text=True,
-                              capture_output=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=root, text=True, capture_output=True, timeout=10).stdout
+        def git(*cmd: str) -> str:
+            return subprocess.run(["git", *cmd], cwd=root, text=True, capture_output=True,
+                                  timeout=10, check=False).stdout.strip()
+
+        head = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-    return head + (" (uncommitted changes)" if dirty.strip() else "")
+    return head + (" (uncommitted changes)" if dirty else "")
 
 
 class Progress:

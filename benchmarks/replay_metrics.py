@@ -7,6 +7,7 @@ same metrics for the model and for the naive predictor, and their pinball ratio
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +33,7 @@ def ratio(model: float | None, naive: float | None) -> float | None:
 def compare(actual: np.ndarray, model: np.ndarray, naive: np.ndarray,
             quantile: float) -> dict[str, Any]:
     m, n = score(actual, model, quantile), score(actual, naive, quantile)
-    return {"n": int(len(actual)), "model": m, "naive": n,
+    return {"n": len(actual), "model": m, "naive": n,
             "pinball_ratio": ratio(m["pinball_loss"], n["pinball_loss"])}
 
 
@@ -79,7 +80,7 @@ def summarize_online(records: TargetRecords, n_rows: int, windows: int,
         "second_half": part(index >= n_rows / 2),
         "windows": [
             {"rows": [int(lo), int(hi)], **part((index >= lo) & (index < hi))}
-            for lo, hi in zip(edges[:-1], edges[1:], strict=True)
+            for lo, hi in itertools.pairwise(edges)
         ],
         "prior_answered": int((~trained).sum()),
     }
@@ -143,6 +144,10 @@ def online_table(target: str, summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _cov(value: float | None) -> str:
+    return _f(value, 3)
+
+
 def offline_row(target: str, agg: dict[str, Any]) -> str:
     def ms(who: str, metric: str, fmt: Any) -> str:
         s = agg[who][metric]
@@ -151,9 +156,8 @@ def offline_row(target: str, agg: dict[str, Any]) -> str:
 
     r = agg["pinball_ratio"]
     ratio_text = _f(r["mean"], 2) + ("" if agg["seeds"] == 1 else f"±{_f(r['std'], 2)}")
-    cov = lambda v: _f(v, 3)  # noqa: E731
-    return (f"{target:<6} {_num(agg['n_test']['mean']):>5}  {ms('model', 'coverage', cov):>11} "
-            f"{ms('naive', 'coverage', cov):>11}  {ms('model', 'pinball_loss', _num):>13} "
+    return (f"{target:<6} {_num(agg['n_test']['mean']):>5}  {ms('model', 'coverage', _cov):>11} "
+            f"{ms('naive', 'coverage', _cov):>11}  {ms('model', 'pinball_loss', _num):>13} "
             f"{ms('naive', 'pinball_loss', _num):>13} {ratio_text:>9}  "
             f"{ms('model', 'mae', _num):>11} {ms('naive', 'mae', _num):>11}  "
             f"{ms('model', 'rmse', _num):>11} {ms('naive', 'rmse', _num):>11}")
