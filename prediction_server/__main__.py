@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from prediction_server.app import create_app
 from shared.server import serve
 from shared.settings import PredictionSettings
 
 
-def main() -> None:
-    serve("latency-predictor prediction server", PredictionSettings, create_app,
+def main(argv: Sequence[str] | None = None) -> None:
+    serve("latency-predictor prediction server", PredictionSettings, create_app, argv,
           factory_path="prediction_server.app:create_app_from_env")
 
 

@@ -53,19 +53,15 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _server(name: str, argv: list[str]) -> None:
-    from shared.server import serve
-    from shared.settings import PredictionSettings, TrainingSettings
-
+    """The same start-up as `python -m training_server` / `python -m prediction_server`."""
     if name == "training-server":
-        from training_server.app import create_app as training_app
+        from training_server.__main__ import main as training_main
 
-        serve("latency-predictor training server", TrainingSettings, training_app, argv)
+        training_main(argv)
     else:
-        from prediction_server.app import create_app as prediction_app
+        from prediction_server.__main__ import main as prediction_main
 
-        serve("latency-predictor prediction server", PredictionSettings, prediction_app, argv,
-              factory_path="prediction_server.app:create_app_from_env")
-
+        prediction_main(argv)
 
 if __name__ == "__main__":
     main()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,7 +32,8 @@ def serve(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
-    workers = getattr(settings, "workers", 1) or available_cpus()
+    # Only a server that can rebuild its app in worker processes runs several.
+    workers = (settings.workers or available_cpus()) if factory_path else 1
     options: dict[str, Any] = {
         "host": settings.host,
         "port": settings.port,
@@ -41,8 +41,7 @@ def serve(
         "access_log": False,  # one line per hot-path call would cost more than the call
     }
     if factory_path and workers > 1:
-        # Worker processes rebuild the app from the environment; pass the flags on.
-        os.environ.update(PREDICT_HOST=settings.host, PREDICT_PORT=str(settings.port))
+        # uvicorn binds host/port in this process; each worker builds its own app and model.
         uvicorn.run(factory_path, factory=True, workers=workers, **options)
     else:
         uvicorn.run(create_app(settings), **options)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from shared.server import serve
 from shared.settings import TrainingSettings
 from training_server.app import create_app
 
 
-def main() -> None:
-    serve("latency-predictor training server", TrainingSettings, create_app)
+def main(argv: Sequence[str] | None = None) -> None:
+    serve("latency-predictor training server", TrainingSettings, create_app, argv)
 
 
 if __name__ == "__main__":
