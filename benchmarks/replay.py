@@ -31,7 +31,6 @@ started, by PID.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import random
@@ -46,7 +45,6 @@ from urllib.parse import urlparse
 import httpx
 import numpy as np
 
-import shared.features
 from benchmarks.replay_metrics import (
     HEADER,
     OFFLINE_HEADER,
@@ -58,15 +56,15 @@ from benchmarks.replay_metrics import (
     summarize_online,
 )
 from benchmarks.traces import TRACE_DIR, load_trace, prediction_rows
-from shared.backends import FitParams, backend_for
-from shared.cpus import available_cpus
-from shared.features import build_matrix, columns_from_dicts, feature_names
+from shared.backends import backend_for
+from shared.features import columns_from_dicts, feature_names
 from shared.prior import PRIOR_VERSION
 from shared.schemas import PredictionRequest, TrainingEntry
-from shared.settings import ModelType, ObjectiveType, TrainingSettings
+from shared.settings import Calibration, ModelType, ObjectiveType, TrainingSettings
+from shared.target_space import space_for
 from shared.targets import TARGETS, Target
 from tests.live import LiveServer, free_port
-from training_server.training import fit_target
+from training_server.training import fit_params, fit_target, served_ms
 
 DEFAULT_TRACES = ("sharegpt-h200", "chatbot-synthetic-h200")
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
@@ -301,15 +299,6 @@ def _validated(rows: list[dict[str, Any]], model: type) -> list[dict[str, Any]]:
     return [model.model_validate(r).model_dump() for r in rows]
 
 
-def _as_retrainer(params: FitParams, target: Target, names: tuple[str, ...]) -> FitParams:
-    """The per-target extras the retrainer adds to the settings' FitParams, when this code
-    has them (monotone constraints; shared.backends decides for which objectives)."""
-    constraints = getattr(shared.features, "monotone_constraints", None)
-    if constraints is not None and "monotone" in {f.name for f in dataclasses.fields(params)}:
-        return dataclasses.replace(params, monotone=constraints(target, names))
-    return params
-
-
 def offline_target(rows: list[dict[str, Any]], target: Target, seed: int,
                    settings: TrainingSettings) -> dict[str, Any]:
     idx = np.array([i for i, r in enumerate(rows) if measures(r, target)], dtype=np.int64)
@@ -331,22 +320,15 @@ def offline_target(rows: list[dict[str, Any]], target: Target, seed: int,
     names = feature_names(target, token_in_flight=settings.enable_token_in_flight_features,
                           encoder=settings.enable_encoder_features)
     backend = backend_for(settings.model_type)
-    params = FitParams(
-        objective=settings.objective_type, quantile=settings.quantile_alpha,
-        n_estimators=settings.n_estimators, max_depth=settings.max_depth,
-        learning_rate=settings.learning_rate,
-        threads=settings.train_threads or available_cpus(),
-    )
-    params = _as_retrainer(params, target, names)
-    fit = fit_target(backend, params, names, part(train_idx[~held]), part(train_idx[held]),
-                     min_samples=1)
+    fit = fit_target(backend, fit_params(settings, target, names), names,
+                     part(train_idx[~held]), part(train_idx[held]), space=space_for(target),
+                     min_samples=1, calibrate=settings.calibration is not Calibration.NONE)
     # What a prediction server answers for this fit: the EPP's prediction-time row, the
-    # model, its calibration factor (if the training code has one), clamped at 0.
+    # model and its calibration factor, clamped at 0.
     test_rows = [rows[i] for i in test_idx]
     test_cols = columns_from_dicts(_validated(prediction_rows(test_rows), PredictionRequest))
-    scale = math.exp(getattr(fit, "log_offset", 0.0))
-    predicted = np.maximum(backend.predict(fit.model, build_matrix(test_cols, names)) * scale,
-                           0.0)
+    scale = math.exp(fit.log_offset)
+    predicted = served_ms(backend, fit, test_cols)
     y_test = np.array([float(r[field]) for r in test_rows])
     y_train = np.array([float(rows[i][field]) for i in train_idx])
     naive = np.full(len(y_test), float(np.quantile(y_train, settings.quantile_alpha)))

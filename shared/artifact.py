@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from shared.backends import Backend, backend_for
 from shared.features import FEATURES
 from shared.settings import ModelType, ObjectiveType
+from shared.target_space import TargetSpace
 from shared.targets import TARGETS, Target
 
 FORMAT_VERSION = 1
@@ -45,6 +46,8 @@ class TargetManifest(BaseModel):
     train_samples: int = 0
     test_samples: int = 0
     metrics: dict[str, float | None] = {}
+    # How the model's output maps to ms (shared.target_space); bundles from before it: "ms".
+    space: TargetSpace = TargetSpace.MS
     # Conformal correction: served predictions are model * exp(offset) (0 = none); a factor
     # beyond e^-3..e^3 would mean a broken model, and such a bundle is refused.
     calibration_log_offset: float = Field(0.0, ge=-3.0, le=3.0)

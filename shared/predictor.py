@@ -22,6 +22,7 @@ from shared.backends import backend_for
 from shared.features import Columns, build_matrix
 from shared.prior import PRIOR_VERSION, prior_predict
 from shared.settings import ModelType, ObjectiveType
+from shared.target_space import TargetSpace, to_ms
 from shared.targets import TARGETS, Target
 
 
@@ -37,6 +38,7 @@ class LoadedBundle:
     features: dict[Target, tuple[str, ...]]
     manifest: Manifest | None = None
     loaded_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    spaces: dict[Target, TargetSpace] = field(default_factory=dict)
     # Conformal calibration factor per target, applied in the same vector pass.
     scales: dict[Target, float] = field(default_factory=dict)
 
@@ -55,11 +57,17 @@ class LoadedBundle:
             if model is None:
                 values = prior_predict(target, columns)
             else:
-                matrix = build_matrix(columns, self.features[target])
-                values = backend_for(self.model_type).predict(model, matrix)
-                values *= self.scales.get(target, 1.0)
+                values = self.raw_predict(target, columns) * self.scales.get(target, 1.0)
             out[target] = np.maximum(values, 0.0)
         return out
+
+
+    def raw_predict(self, target: Target, columns: Columns) -> np.ndarray:
+        """The model's answer in ms before any calibration (target must have a model)."""
+        output = backend_for(self.model_type).predict(
+            self.models[target], build_matrix(columns, self.features[target])
+        )
+        return to_ms(self.spaces.get(target, TargetSpace.MS), columns, output)
 
 
 def prior_bundle(model_type: ModelType, objective: ObjectiveType, quantile: float) -> LoadedBundle:
@@ -88,6 +96,7 @@ def load_bundle(model_dir: Path, version: str) -> LoadedBundle:
         models=models,
         features={t: tuple(manifest.targets[t].features) for t in TARGETS},
         manifest=manifest,
+        spaces={t: manifest.targets[t].space for t in TARGETS},
         scales={t: math.exp(manifest.targets[t].calibration_log_offset) for t in TARGETS},
     )
 

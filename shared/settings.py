@@ -23,6 +23,14 @@ class ObjectiveType(str, Enum):
     MEAN = "mean"
 
 
+class Calibration(str, Enum):
+    """How served p90s are corrected toward the requested coverage (training_server.calibration)."""
+
+    NONE = "none"  # serve the model's own quantile
+    SPLIT = "split"  # a conformal factor per bundle, from held-out rows
+    ADAPTIVE = "adaptive"  # that, times a live factor that tracks the served misses
+
+
 def _env(name: str) -> AliasChoices:
     return AliasChoices(name)
 
@@ -72,10 +80,23 @@ class TrainingSettings(CommonSettings):
         True, validation_alias=_env("LATENCY_ENABLE_ENCODER_FEATURES")
     )
     keep_model_versions: int = Field(5, ge=2, validation_alias=_env("LATENCY_KEEP_MODEL_VERSIONS"))
-    n_estimators: int = Field(200, ge=1, validation_alias=_env("LATENCY_N_ESTIMATORS"))
-    max_depth: int = Field(6, ge=1, validation_alias=_env("LATENCY_MAX_DEPTH"))
+    # Sized for a 10 s cadence by replaying the traces (benchmarks/README.md).
+    n_estimators: int = Field(100, ge=1, validation_alias=_env("LATENCY_N_ESTIMATORS"))
+    max_depth: int = Field(4, ge=1, validation_alias=_env("LATENCY_MAX_DEPTH"))
     learning_rate: float = Field(0.1, gt=0.0, validation_alias=_env("LATENCY_LEARNING_RATE"))
+    min_rows_per_leaf: int = Field(5, ge=1, validation_alias=_env("LATENCY_MIN_ROWS_PER_LEAF"))
     train_threads: int = Field(0, ge=0, validation_alias=_env("LATENCY_TRAIN_THREADS"))
+    calibration: Calibration = Field(
+        Calibration.ADAPTIVE, validation_alias=_env("LATENCY_CALIBRATION")
+    )
+    # Adaptive calibration: log-factor step per served row (a miss raises the factor by
+    # step * quantile, a hit lowers it by step * (1 - quantile)), and how often it is updated.
+    calibration_step: float = Field(
+        0.005, gt=0.0, le=0.1, validation_alias=_env("LATENCY_CALIBRATION_STEP")
+    )
+    calibration_interval_sec: float = Field(
+        1.0, gt=0.0, validation_alias=_env("LATENCY_CALIBRATION_INTERVAL_SEC")
+    )
     migrate_on_start: bool = Field(True, validation_alias=_env("LATENCY_MIGRATE_ON_START"))
 
 

@@ -19,6 +19,7 @@ from shared.backends import FitParams, backend_for
 from shared.features import build_matrix, columns_from_dicts, feature_names
 from shared.settings import ModelType, ObjectiveType, TrainingSettings
 from shared.synthetic import synthetic_rows
+from shared.target_space import TargetSpace, space_for, to_label
 from shared.targets import TARGETS, Target
 from training_server.db import make_engine
 from training_server.migrate import upgrade
@@ -103,8 +104,10 @@ def publish_trained_bundle(
     rows: int = 400,
     seed: int = 0,
     version: str | None = None,
+    legacy_ms: bool = False,
 ) -> Manifest:
-    """Fit real models on synthetic rows and publish them as one bundle."""
+    """Fit real models on synthetic rows and publish them as one bundle, each target in the
+    space the trainer uses (or in plain ms, as bundles from before shared.target_space)."""
     backend = backend_for(model_type)
     params = FitParams(objective=objective, quantile=0.9, n_estimators=20, max_depth=4)
     data = synthetic_rows(rows, seed=seed)
@@ -112,10 +115,11 @@ def publish_trained_bundle(
     for target in TARGETS:
         measured = [r for r in data if r[target.actual_field] > 0]
         names = feature_names(target)
-        x = build_matrix(columns_from_dicts(measured), names)
-        y = [r[target.actual_field] for r in measured]
-        models[target] = backend.fit(x, np.asarray(y), params, names)
-        entries[target] = TargetManifest(file=None, features=list(names),
+        columns = columns_from_dicts(measured)
+        space = TargetSpace.MS if legacy_ms else space_for(target)
+        y = to_label(space, columns, np.array([r[target.actual_field] for r in measured]))
+        models[target] = backend.fit(build_matrix(columns, names), y, params, names)
+        entries[target] = TargetManifest(file=None, features=list(names), space=space,
                                          train_samples=len(measured))
     manifest = Manifest(
         version=version or new_version(), created_at=datetime.now(UTC), model_type=model_type,

@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,17 +32,17 @@ from shared.artifact import (
     read_current_version,
     write_bundle,
 )
-from shared.backends import FitParams, backend_for
-from shared.cpus import available_cpus
-from shared.features import feature_names, monotone_constraints
+from shared.backends import backend_for
+from shared.features import feature_names
 from shared.predictor import LoadedBundle, load_bundle
-from shared.settings import TrainingSettings
+from shared.settings import Calibration, TrainingSettings
+from shared.target_space import space_for
 from shared.targets import TARGETS, Target
 from training_server.leadership import AlwaysLeader, Leadership
 from training_server.metrics import TrainingMetrics
 from training_server.store import SampleStore
 from training_server.tables import RETRAIN_METRICS
-from training_server.training import TargetFit, fit_target
+from training_server.training import TargetFit, fit_params, fit_target
 
 log = logging.getLogger(__name__)
 
@@ -133,18 +133,6 @@ class Retrainer:
         self.state.last_success = history[0] if history else self.state.last_success
         self.on_publish(bundle)
 
-    def _fit_params(self) -> FitParams:
-        s = self.settings
-        return FitParams(
-            objective=s.objective_type,
-            quantile=s.quantile_alpha,
-            n_estimators=s.n_estimators,
-            max_depth=s.max_depth,
-            learning_rate=s.learning_rate,
-            # 0: the container's CPU quota; the libraries would take the node's core count.
-            threads=s.train_threads or available_cpus(),
-        )
-
     def run_once(self) -> str:
         """One retrain if new samples arrived: returns "ok", "skipped" or "failed"; or
         "follower" when another replica leads (not a retrain, not counted)."""
@@ -172,7 +160,7 @@ class Retrainer:
         self.store.enforce_retention(
             per_bucket=s.max_training_data_size_per_bucket, test_total=s.max_test_data_size
         )
-        backend, params = backend_for(s.model_type), self._fit_params()
+        backend = backend_for(s.model_type)
         fits: dict[Target, TargetFit] = {}
         for target in TARGETS:
             names = feature_names(
@@ -180,12 +168,13 @@ class Retrainer:
                 token_in_flight=s.enable_token_in_flight_features,
                 encoder=s.enable_encoder_features,
             )
-            target_params = replace(params, monotone=monotone_constraints(target, names))
             fits[target] = fit_target(
-                backend, target_params, names,
+                backend, fit_params(s, target, names), names,
                 self.store.window(target, test=False, limit=s.max_training_window),
                 self.store.window(target, test=True, limit=s.max_test_data_size),
+                space=space_for(target),
                 min_samples=s.min_samples_for_retrain,
+                calibrate=s.calibration is not Calibration.NONE,
             )
         if all(f.model is None for f in fits.values()):
             return "skipped"  # not enough samples yet for either target; the prior keeps serving
@@ -204,7 +193,7 @@ class Retrainer:
             targets={
                 t: TargetManifest(
                     file=None, features=list(f.features), train_samples=f.train_samples,
-                    test_samples=f.test_samples, metrics=f.metrics,
+                    test_samples=f.test_samples, metrics=f.metrics, space=f.space,
                     calibration_log_offset=f.log_offset,
                 )
                 for t, f in fits.items()

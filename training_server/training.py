@@ -10,7 +10,11 @@ from typing import Any
 import numpy as np
 
 from shared.backends import Backend, FitParams
-from shared.features import Columns, build_matrix
+from shared.cpus import available_cpus
+from shared.features import Columns, build_matrix, monotone_constraints
+from shared.settings import TrainingSettings
+from shared.target_space import TargetSpace, to_label, to_ms
+from shared.targets import Target
 from training_server.calibration import conformal_log_offset, split_oldest
 from training_server.evaluation import evaluate
 
@@ -26,6 +30,7 @@ class TargetFit:
     test_samples: int
     metrics: dict[str, float | None] = field(default_factory=dict)
     log_offset: float = 0.0  # conformal correction served with the model
+    space: TargetSpace = TargetSpace.MS
 
 
 def fit_target(
@@ -35,24 +40,58 @@ def fit_target(
     train: tuple[Columns, np.ndarray],
     test: tuple[Columns, np.ndarray],
     *,
+    space: TargetSpace,
     min_samples: int,
+    calibrate: bool = True,
 ) -> TargetFit:
-    """Train on `train` if it holds at least `min_samples` rows. The held-out `test` rows
-    (oldest first) are split in time: the older half calibrates, the newer half scores the
-    calibrated predictions, i.e. exactly what the prediction servers will answer."""
+    """Train on `train` (actuals in ms, fitted in `space`) if it holds at least
+    `min_samples` rows. The held-out `test` rows (oldest first) are split in time: the older
+    half calibrates (unless `calibrate` is off), the newer half scores the calibrated
+    predictions, i.e. exactly what the prediction servers will answer."""
     (train_cols, y_train), (test_cols, y_test) = train, test
-    result = TargetFit(None, tuple(names), len(y_train), len(y_test))
+    result = TargetFit(None, tuple(names), len(y_train), len(y_test), space=space)
     if len(y_train) < min_samples:
         return result
-    result.model = backend.fit(build_matrix(train_cols, names), y_train, params, names)
+    label = to_label(space, train_cols, y_train)
+    result.model = backend.fit(build_matrix(train_cols, names), label, params, names)
+
+    def in_ms(columns: Columns) -> np.ndarray:
+        return uncalibrated_ms(backend, result, columns)
+
     (cal_cols, y_cal), (eval_cols, y_eval) = split_oldest(test_cols, y_test, CALIBRATION_SHARE)
-    if len(y_cal):
-        raw_cal = backend.predict(result.model, build_matrix(cal_cols, names))
-        result.log_offset = conformal_log_offset(y_cal, raw_cal, params.quantile)
+    if calibrate and len(y_cal):
+        result.log_offset = conformal_log_offset(y_cal, in_ms(cal_cols), params.quantile)
     if len(y_eval):
-        raw = np.maximum(backend.predict(result.model, build_matrix(eval_cols, names)), 0.0)
+        raw = in_ms(eval_cols)
         result.metrics = evaluate(y_eval, raw * math.exp(result.log_offset), params.quantile)
         result.metrics["raw_coverage"] = float(np.mean(y_eval <= raw))
     else:
         result.metrics = evaluate(y_eval, y_eval, params.quantile)
     return result
+
+
+def uncalibrated_ms(backend: Backend, fit: TargetFit, columns: Columns) -> np.ndarray:
+    """The fitted model's answer in ms, before the calibration factor."""
+    output = backend.predict(fit.model, build_matrix(columns, fit.features))
+    return np.maximum(to_ms(fit.space, columns, output), 0.0)
+
+
+def served_ms(backend: Backend, fit: TargetFit, columns: Columns) -> np.ndarray:
+    """What a prediction server answers with this fit (before any live correction)."""
+    return uncalibrated_ms(backend, fit, columns) * math.exp(fit.log_offset)
+
+
+def fit_params(settings: TrainingSettings, target: Target, names: Sequence[str]) -> FitParams:
+    """The settings' hyperparameters plus `target`'s monotone constraints."""
+    s = settings
+    return FitParams(
+        objective=s.objective_type,
+        quantile=s.quantile_alpha,
+        n_estimators=s.n_estimators,
+        max_depth=s.max_depth,
+        learning_rate=s.learning_rate,
+        min_rows_per_leaf=s.min_rows_per_leaf,
+        # 0: the container's CPU quota; the libraries would take the node's core count.
+        threads=s.train_threads or available_cpus(),
+        monotone=monotone_constraints(target, names),
+    )

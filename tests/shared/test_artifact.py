@@ -27,6 +27,7 @@ from shared.features import build_matrix
 from shared.predictor import load_bundle, load_current_bundle
 from shared.settings import ModelType, ObjectiveType
 from shared.synthetic import synthetic_rows
+from shared.target_space import space_for, to_ms
 from shared.targets import TARGETS
 from tests.conftest import publish_trained_bundle
 
@@ -60,9 +61,30 @@ def test_bundle_round_trip_predicts_like_the_library(
     bundle_dir = bundle_dir_for(model_dir, manifest.version)
     for target in TARGETS:
         entry = manifest.targets[target]
+        assert entry.space is space_for(target)
         x = build_matrix(COLUMNS, entry.features)
         want = native_predict(model_type, bundle_dir / entry.file, x)
         assert want.shape == (64,) and np.ptp(want) > 0  # a real model, not a constant
+        np.testing.assert_allclose(predictions[target],
+                                   np.maximum(to_ms(entry.space, COLUMNS, want), 0.0), rtol=1e-4)
+
+
+def test_bundle_from_before_target_spaces_predicts_plain_ms(model_dir: Path) -> None:
+    """A manifest without "space" (written before shared.target_space) still serves: its
+    trees predict ms directly."""
+    manifest = publish_trained_bundle(model_dir, legacy_ms=True, seed=3)
+    path, raw = manifest_json(model_dir, manifest.version)
+    for entry in raw["targets"].values():
+        del entry["space"]
+    path.write_text(json.dumps(raw))
+    bundle = load_current_bundle(model_dir)
+    assert bundle is not None
+    predictions = bundle.predict(COLUMNS)
+    for target in TARGETS:
+        entry = manifest.targets[target]
+        want = native_predict(ModelType.XGBOOST, path.parent / entry.file,
+                              build_matrix(COLUMNS, entry.features))
+        assert np.median(want) > 1.0  # milliseconds, not log-milliseconds
         np.testing.assert_allclose(predictions[target], np.maximum(want, 0.0), rtol=1e-4)
 
 
@@ -79,6 +101,7 @@ def test_calibration_factor_scales_the_library_prediction(model_dir: Path) -> No
         entry = manifest.targets[target]
         want = native_predict(ModelType.XGBOOST, path.parent / entry.file,
                               build_matrix(COLUMNS, entry.features))
+        want = to_ms(entry.space, COLUMNS, want)
         np.testing.assert_allclose(predictions[target], np.maximum(want, 0.0) * np.exp(offset),
                                    rtol=1e-4)
 

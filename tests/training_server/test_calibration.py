@@ -11,6 +11,7 @@ from shared.backends import FitParams, XGBoostBackend
 from shared.features import columns_from_dicts
 from shared.settings import ObjectiveType
 from shared.synthetic import synthetic_rows
+from shared.target_space import TargetSpace
 from training_server.calibration import (
     MAX_ABS_LOG_OFFSET,
     conformal_log_offset,
@@ -64,7 +65,8 @@ def test_fit_target_serves_calibrated_coverage_even_for_a_mean_model() -> None:
     names = ("input_token_length", "num_request_waiting", "prefill_tokens_in_flight",
              "prefix_cache_score", "effective_input_tokens")
     params = FitParams(ObjectiveType.MEAN, 0.9, n_estimators=40, max_depth=4)
-    fit = fit_target(XGBoostBackend(), params, names, train, test, min_samples=50)
+    fit = fit_target(XGBoostBackend(), params, names, train, test, space=TargetSpace.LOG_MS,
+                     min_samples=50)
     # A mean model covers ~50-60 %; the conformal factor lifts it to about 90 %.
     assert fit.metrics["raw_coverage"] < 0.75
     assert fit.log_offset > 0
