@@ -8,6 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from prediction_server.slot import ModelSlot
 from shared.predict_metrics import PredictMetrics
+from shared.predictor import LoadedBundle
 
 
 class PredictionMetrics:
@@ -27,6 +28,14 @@ class PredictionMetrics:
         self.watch_errors = Counter(
             "latency_model_watch_errors", "Model watch steps that failed unexpectedly", registry=r
         )
+        self.live_errors = Counter(
+            "latency_live_calibration_errors", "Live calibration files that could not be read "
+            "(the last good factors keep serving)", registry=r,
+        )
+        self.calibration_factor = Gauge(
+            "latency_served_calibration_factor", "Factor applied to the model's answer: the "
+            "bundle's conformal factor times the live one", ["target"], registry=r,
+        )
         self.loaded_version = Gauge(
             "latency_model_loaded_info", "The bundle being served (value 1)", ["version"],
             registry=r,
@@ -41,6 +50,11 @@ class PredictionMetrics:
         if previous is not None:
             self.loaded_version.remove(previous)
         self.loaded_version.labels(version).set(1)
+
+
+    def served_scales(self, bundle: LoadedBundle) -> None:
+        for target, scale in bundle.scales.items():
+            self.calibration_factor.labels(target.value).set(scale)
 
 
 def _age(slot: ModelSlot) -> float:

@@ -1,9 +1,10 @@
-"""ModelWatcher: polls the model directory and swaps in each newly published bundle.
+"""ModelWatcher: polls the model directory and swaps in each newly published bundle, and
+the live calibration factors (shared.live_calibration) whenever they change.
 
 Loading and verification run in a worker thread, off the request path; a bundle that fails
 verification is refused once, counted, and the previous bundle keeps serving. With
-LATENCY_SYNC_FROM_TRAINER it first mirrors the trainer's published bundle over HTTP into
-the local model directory (for pods with no shared volume).
+LATENCY_SYNC_FROM_TRAINER it first mirrors the trainer's published bundle and calibration
+over HTTP into the local model directory (for pods with no shared volume).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import httpx
 from prediction_server.metrics import PredictionMetrics
 from prediction_server.slot import ModelSlot
 from shared.archive import import_bundle
-from shared.artifact import BundleError, read_current_version
-from shared.predictor import load_bundle
+from shared.artifact import BundleError, read_current_version, replace_file
+from shared.live_calibration import LIVE_CALIBRATION, LiveCalibrationReader
+from shared.predictor import LoadedBundle, load_bundle
 from shared.settings import PredictionSettings
 
 log = logging.getLogger(__name__)
@@ -29,27 +31,47 @@ class ModelWatcher:
         self.slot = slot
         self.metrics = metrics
         self.refused: dict[str, str] = {}  # version -> reason; not retried
+        self.live = LiveCalibrationReader(settings.model_dir)
         self._lock = asyncio.Lock()
 
     async def check(self) -> bool:
-        """Load the published version if it is new; True when a swap happened."""
+        """Load the published version if it is new, apply the live calibration; True when
+        a new version was swapped in."""
         async with self._lock:
-            version = await asyncio.to_thread(read_current_version, self.settings.model_dir)
-            if version is None or version == self.slot.bundle.version or version in self.refused:
-                return False
-            try:
-                bundle = await asyncio.to_thread(load_bundle, self.settings.model_dir, version)
-            except BundleError as exc:
-                self.refused[version] = str(exc)
-                self.metrics.refused.inc()
-                log.error("refused bundle %s: %s; still serving %s",
-                          version, exc, self.slot.bundle.version)
+            await self._poll_live()
+            serving = self.slot.bundle
+            bundle = await self._load_new_version() or serving
+            bundle = bundle.with_live(self.live.log_offsets(bundle.quantile))
+            if bundle is serving:
                 return False
             previous = self.slot.swap(bundle)
+            self.metrics.served_scales(bundle)
+            if bundle.version == previous.version:
+                return False
             self.metrics.reloads.inc()
             self.metrics.served(bundle.version, previous.version)
             log.info("serving bundle %s (was %s)", bundle.version, previous.version)
             return True
+
+    async def _load_new_version(self) -> LoadedBundle | None:
+        version = await asyncio.to_thread(read_current_version, self.settings.model_dir)
+        if version is None or version == self.slot.bundle.version or version in self.refused:
+            return None
+        try:
+            return await asyncio.to_thread(load_bundle, self.settings.model_dir, version)
+        except BundleError as exc:
+            self.refused[version] = str(exc)
+            self.metrics.refused.inc()
+            log.error("refused bundle %s: %s; still serving %s",
+                      version, exc, self.slot.bundle.version)
+            return None
+
+    async def _poll_live(self) -> None:
+        try:
+            await asyncio.to_thread(self.live.poll)
+        except (OSError, ValueError) as exc:  # keep serving the last good factors
+            self.metrics.live_errors.inc()
+            log.warning("live calibration not read: %s", exc)
 
     async def sync_from_trainer(self, client: httpx.AsyncClient) -> bool:
         """Mirror the trainer's published bundle locally; True when a new one arrived.
@@ -59,6 +81,7 @@ class ModelWatcher:
             try:
                 info = (await client.get("/model/download/info")).raise_for_status().json()
                 remote = info.get("model_version")
+                await self._mirror_live(client)
                 local = await asyncio.to_thread(read_current_version, self.settings.model_dir)
                 if not remote or remote == local or remote in self.refused:
                     return False
@@ -74,6 +97,18 @@ class ModelWatcher:
                 self.metrics.sync_errors.inc()
                 log.warning("model sync from %s failed: %s", self.settings.training_server_url, exc)
                 return False
+
+    async def _mirror_live(self, client: httpx.AsyncClient) -> None:
+        """Copy the trainer's live calibration file when it differs from ours."""
+        path = self.settings.model_dir / LIVE_CALIBRATION
+        reply = await client.get("/calibration")
+        if reply.status_code == 404:
+            await asyncio.to_thread(path.unlink, missing_ok=True)
+            return
+        data = reply.raise_for_status().content
+        local = await asyncio.to_thread(lambda: path.read_bytes() if path.is_file() else None)
+        if data != local:
+            await asyncio.to_thread(replace_file, path, data)
 
     async def run(self, client: httpx.AsyncClient | None) -> None:
         """Poll forever (until cancelled); `client` set means mirror from the trainer first."""

@@ -94,6 +94,14 @@ def _write_durably(path: Path, data: bytes) -> None:
         os.fsync(fh.fileno())
 
 
+def replace_file(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` atomically: readers see the old or the new file whole."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    _write_durably(tmp, data)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
 def read_current_version(model_dir: Path) -> str | None:
     try:
         text = (model_dir / CURRENT_POINTER).read_text().strip()
@@ -104,10 +112,7 @@ def read_current_version(model_dir: Path) -> str | None:
 
 def publish_pointer(model_dir: Path, version: str) -> None:
     """Point CURRENT at `version` atomically (temp file + fsync + rename)."""
-    tmp = model_dir / f".{CURRENT_POINTER}.{os.getpid()}.tmp"
-    _write_durably(tmp, version.encode() + b"\n")
-    os.replace(tmp, model_dir / CURRENT_POINTER)
-    _fsync_dir(model_dir)
+    replace_file(model_dir / CURRENT_POINTER, version.encode() + b"\n")
 
 
 def write_bundle(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,8 +39,18 @@ class LoadedBundle:
     manifest: Manifest | None = None
     loaded_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     spaces: dict[Target, TargetSpace] = field(default_factory=dict)
-    # Conformal calibration factor per target, applied in the same vector pass.
-    scales: dict[Target, float] = field(default_factory=dict)
+    # Calibration per target, as log factors: the bundle's conformal one and the live one
+    # (shared.live_calibration), which changes without a new bundle.
+    log_offsets: dict[Target, float] = field(default_factory=dict)
+    live_log_offsets: dict[Target, float] = field(default_factory=dict)
+    # exp of their sum, computed once: the predict path multiplies by it.
+    scales: dict[Target, float] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scales", {
+            t: math.exp(self.log_offsets.get(t, 0.0) + self.live_log_offsets.get(t, 0.0))
+            for t in TARGETS
+        })
 
     @property
     def is_prior(self) -> bool:
@@ -48,6 +58,12 @@ class LoadedBundle:
 
     def has_model(self, target: Target) -> bool:
         return self.models.get(target) is not None
+
+    def with_live(self, log_offsets: dict[Target, float]) -> LoadedBundle:
+        """This bundle serving `log_offsets` as its live calibration; trained targets only
+        (the cold-start prior is a documented formula, not a model to correct)."""
+        live = {t: v for t, v in log_offsets.items() if self.has_model(t)}
+        return self if live == self.live_log_offsets else replace(self, live_log_offsets=live)
 
     def predict(self, columns: Columns) -> dict[Target, np.ndarray]:
         """Predictions per target in ms, clamped at 0 (a latency is never negative)."""
@@ -57,7 +73,7 @@ class LoadedBundle:
             if model is None:
                 values = prior_predict(target, columns)
             else:
-                values = self.raw_predict(target, columns) * self.scales.get(target, 1.0)
+                values = self.raw_predict(target, columns) * self.scales[target]
             out[target] = np.maximum(values, 0.0)
         return out
 
@@ -97,7 +113,7 @@ def load_bundle(model_dir: Path, version: str) -> LoadedBundle:
         features={t: tuple(manifest.targets[t].features) for t in TARGETS},
         manifest=manifest,
         spaces={t: manifest.targets[t].space for t in TARGETS},
-        scales={t: math.exp(manifest.targets[t].calibration_log_offset) for t in TARGETS},
+        log_offsets={t: manifest.targets[t].calibration_log_offset for t in TARGETS},
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -13,9 +14,11 @@ from shared.predict_api import build_predict_router
 from shared.predict_metrics import PredictMetrics
 from shared.predictor import LoadedBundle, load_current_bundle, prior_bundle
 from shared.settings import TrainingSettings
+from shared.targets import Target
 from training_server import migrate
 from training_server.db import make_engine
 from training_server.leadership import make_leadership
+from training_server.live_calibrator import LiveCalibrator
 from training_server.metrics import TrainingMetrics
 from training_server.retrainer import Retrainer
 from training_server.routes import models, ops, samples
@@ -42,19 +45,31 @@ def create_app(settings: TrainingSettings, *, start_loop: bool = True) -> FastAP
         engine = make_engine(settings.db_url)
         store = SampleStore(engine, test_ratio=settings.test_train_ratio)
         app.state.bundle = _published(settings)
+        swap = threading.Lock()  # the retrain and calibration threads both swap the bundle
 
         def on_publish(bundle: LoadedBundle) -> None:
-            app.state.bundle = bundle
+            with swap:
+                app.state.bundle = bundle.with_live(calibrator.offsets())
+
+        def on_live(offsets: dict[Target, float]) -> None:
+            with swap:
+                if app.state.bundle is not None:
+                    app.state.bundle = app.state.bundle.with_live(offsets)
 
         # Several replicas may share the store: every one ingests, only the leader retrains.
         retrainer = Retrainer(settings, store, metrics, on_publish, make_leadership(engine))
+        calibrator = LiveCalibrator(settings, store, metrics, lambda: retrainer.bundle,
+                                    lambda: retrainer.is_leader, on_live)
         retrainer.resume(app.state.bundle)
         app.state.store, app.state.retrainer = store, retrainer
+        app.state.calibrator = calibrator
         if start_loop:
             retrainer.start()
+            calibrator.start()
         try:
             yield
         finally:
+            calibrator.stop()
             retrainer.stop()
             engine.dispose()
 

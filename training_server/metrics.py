@@ -50,6 +50,18 @@ class TrainingMetrics:
             "latency_trainer_is_leader",
             "1 while this training replica holds the retrain leadership, else 0", registry=r,
         )
+        self.live_rows = Counter(
+            "latency_live_scored_rows", "Served predictions scored against their actuals "
+            "by the live calibration", ["target"], registry=r,
+        )
+        self.live_log_offset = Gauge(
+            "latency_live_calibration_log_offset", "Live calibration log-factor served on top "
+            "of each bundle's own (0 = none)", ["target"], registry=r,
+        )
+        self.live_coverage = Gauge(
+            "latency_live_coverage", "Share of the newest 1,000 scored actuals at or below "
+            "the p90 the EPP was served", ["target"], registry=r,
+        )
         self.model_published_at = Gauge(
             "latency_model_published_timestamp_seconds", "Unix time the current bundle was built",
             registry=r,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -62,6 +63,21 @@ def _aware(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class ServedRows:
+    """Stored rows as (actual, served prediction) pairs; NaN marks a missing prediction."""
+
+    ids: np.ndarray
+    actual: dict[Target, np.ndarray]
+    predicted: dict[Target, np.ndarray]
+
+    def scored(self, target: Target) -> tuple[np.ndarray, np.ndarray]:
+        """(actual, predicted) of the rows that measure `target` and carry a prediction."""
+        actual, predicted = self.actual[target], self.predicted[target]
+        keep = (actual > 0) & ~np.isnan(predicted)
+        return actual[keep], predicted[keep]
+
+
 class SampleStore:
     def __init__(self, engine: Engine, *, test_ratio: float, rng: random.Random | None = None):
         self.engine = engine
@@ -118,6 +134,22 @@ class SampleStore:
         columns: Columns = {name: numeric[:, i] for i, name in enumerate(NUMERIC_FIELDS)}
         columns["pod_type_code"] = np.array([pod_type_code(r[-1]) for r in rows], dtype=np.float64)
         return columns, numeric[:, len(NUMERIC_FIELDS)]
+
+    def served_since(self, after_id: int, *, limit: int) -> ServedRows:
+        """Up to `limit` rows with id > after_id, oldest first: for each target the actual
+        and the prediction the EPP acted on (NaN where it sent none). Read by primary key."""
+        c = samples.c
+        columns = [c.id] + [c[t.actual_field] for t in TARGETS] + [c[t.predicted_field] for t in TARGETS]
+        stmt = select(*columns).where(c.id > after_id).order_by(c.id).limit(limit)
+        with self.engine.connect() as conn:
+            rows = conn.execute(stmt).all()
+        table = np.array(rows, dtype=np.float64).reshape(len(rows), 1 + 2 * len(TARGETS))
+        n = len(TARGETS)
+        return ServedRows(
+            ids=table[:, 0].astype(np.int64),
+            actual={t: table[:, 1 + i] for i, t in enumerate(TARGETS)},
+            predicted={t: table[:, 1 + n + i] for i, t in enumerate(TARGETS)},
+        )
 
     # retention --------------------------------------------------------------------------
     def enforce_retention(self, *, per_bucket: int, test_total: int) -> int:

@@ -7,10 +7,12 @@ reads, /model/download/info and /model/export, with archives packed by shared.ar
 from __future__ import annotations
 
 import json
+import math
 import random
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,8 @@ import pytest
 
 from shared.archive import pack_bundle
 from shared.artifact import MANIFEST, bundle_dir_for
+from shared.live_calibration import LiveCalibration, TargetLiveCalibration
+from shared.targets import Target
 from tests.conftest import publish_trained_bundle
 from tests.factories import make_tar
 from tests.prediction_server.helpers import metric_value, running_app, served_version, wait_for
@@ -33,6 +37,7 @@ class FakeTrainer:
         self.version: str | None = None
         self.archive = b""
         self.exports = 0
+        self.calibration: bytes | None = None  # /calibration; None answers 404
 
     def offer(self, version: str, archive: bytes) -> None:
         self.archive = archive  # first: /info must never announce a version not yet offered
@@ -50,6 +55,8 @@ def trainer() -> Iterator[tuple[FakeTrainer, str]]:
             elif self.path == "/model/export" and state.version:
                 state.exports += 1
                 body, kind = state.archive, "gzip"
+            elif self.path == "/calibration" and state.calibration is not None:
+                body, kind = state.calibration, "json"
             else:
                 self.send_error(404)
                 return
@@ -160,3 +167,37 @@ def test_watcher_survives_an_archive_with_a_broken_stream(
         wait_for(lambda: state.exports >= 2)  # V1 once, then the broken V2
         state.offer(V3, trained_archive(tmp_path, V3, seed=3))
         wait_for(lambda: served_version(client) == V3, timeout=5.0)
+
+
+def test_live_calibration_is_mirrored_and_applied(
+    model_dir: Path, tmp_path: Path, trainer: tuple[FakeTrainer, str]
+) -> None:
+    state, url = trainer
+    state.offer(V1, trained_archive(tmp_path, V1, seed=1))
+    row = {"kv_cache_percentage": 0.5, "input_token_length": 4000, "num_request_waiting": 1,
+           "num_request_running": 8, "num_tokens_generated": 1, "prefix_cache_score": 0.0}
+
+    def answer(client: Any) -> dict[str, float]:
+        return client.post("/predict", json=row).json()
+
+    with sync_app(model_dir, url) as client:
+        wait_for(lambda: served_version(client) == V1)
+        plain = answer(client)
+        state.calibration = live_calibration_json(ttft=0.5, tpot=-0.25)
+        wait_for(lambda: (model_dir / "calibration.json").is_file())
+        wait_for(lambda: answer(client)["ttft_ms"] != plain["ttft_ms"])
+        corrected = answer(client)
+        state.calibration = None  # the trainer stopped publishing one: back to the bundle's
+        wait_for(lambda: not (model_dir / "calibration.json").exists())
+        wait_for(lambda: answer(client)["ttft_ms"] == plain["ttft_ms"])
+    assert corrected["ttft_ms"] == pytest.approx(plain["ttft_ms"] * math.exp(0.5), rel=1e-6)
+    assert corrected["tpot_ms"] == pytest.approx(plain["tpot_ms"] * math.exp(-0.25), rel=1e-6)
+    assert corrected["model_version"] == V1
+
+
+def live_calibration_json(*, ttft: float, tpot: float, quantile: float = 0.9) -> bytes:
+    return LiveCalibration(
+        updated_at=datetime.now(UTC), quantile=quantile, through_sample_id=1,
+        targets={Target.TTFT: TargetLiveCalibration(log_offset=ttft),
+                 Target.TPOT: TargetLiveCalibration(log_offset=tpot)},
+    ).model_dump_json().encode()

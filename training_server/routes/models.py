@@ -12,6 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 from shared.archive import import_bundle, pack_bundle
 from shared.artifact import MANIFEST, BundleError, bundle_dir_for
 from shared.backends import XGBoostBackend, backend_for
+from shared.live_calibration import LIVE_CALIBRATION
 from shared.predictor import LoadedBundle, load_bundle
 from shared.responses import rfc3339
 from shared.settings import ModelType
@@ -122,6 +123,17 @@ async def model_download(request: Request, settings: SettingsDep, name: str) -> 
         path.read_bytes(), media_type="application/octet-stream",
         headers={"Content-Disposition": f'attachment; filename="{path.name}"'},
     )
+
+
+@router.get("/calibration")
+async def live_calibration(settings: SettingsDep) -> Response:
+    """The live calibration file (shared.live_calibration), for prediction servers that
+    mirror from the trainer instead of sharing the model directory; 404 while there is none."""
+    try:
+        data = await run_in_threadpool((settings.model_dir / LIVE_CALIBRATION).read_bytes)
+    except FileNotFoundError:
+        raise HTTPException(404, "no live calibration is published") from None
+    return Response(data, media_type="application/json")
 
 
 @router.get("/models/list")

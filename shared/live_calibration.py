@@ -1,0 +1,102 @@
+"""The live calibration file: a correction of the served p90s that moves every second.
+
+    <model_dir>/calibration.json
+
+The leading trainer tracks how often the p90s the EPP acted on (the `predicted_*_ms` of
+each training row) were exceeded, and moves one log-factor per target against the misses
+(adaptive conformal inference, training_server.live_calibration). It rewrites this small
+file atomically after each step; every prediction server re-reads it when it changes and
+multiplies its answers by the factor, on top of the bundle's own conformal factor. A model
+bundle changes every retrain (10 s); this file can follow a load shift within a second.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from shared.artifact import replace_file
+from shared.targets import Target
+
+LIVE_CALIBRATION = "calibration.json"
+# Live factors stay within e^-2..e^2 (0.14x..7.4x): beyond that the model, not its
+# calibration, is what needs fixing, and a runaway factor must not reach the EPP.
+MAX_LIVE_LOG_OFFSET = 2.0
+
+
+class TargetLiveCalibration(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    log_offset: float = Field(0.0, ge=-MAX_LIVE_LOG_OFFSET, le=MAX_LIVE_LOG_OFFSET)
+    rows: int = Field(0, ge=0, description="served predictions scored so far")
+    recent_coverage: float | None = Field(
+        None, ge=0.0, le=1.0, description="share of recent actuals at or below the served p90"
+    )
+
+
+class LiveCalibration(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    format_version: int = 1
+    updated_at: datetime
+    quantile: float
+    through_sample_id: int = Field(ge=0, description="last training row taken into account")
+    targets: dict[Target, TargetLiveCalibration]
+
+    def log_offsets(self, quantile: float) -> dict[Target, float]:
+        """The offsets to serve with a bundle of `quantile` (none for another quantile)."""
+        if self.quantile != quantile:
+            return {}
+        return {t: entry.log_offset for t, entry in self.targets.items()}
+
+
+def write_live_calibration(model_dir: Path, calibration: LiveCalibration) -> None:
+    model_dir.mkdir(parents=True, exist_ok=True)
+    replace_file(model_dir / LIVE_CALIBRATION, calibration.model_dump_json(indent=2).encode())
+
+
+def read_live_calibration(model_dir: Path) -> LiveCalibration | None:
+    """The published live calibration; None when there is none. Raises ValueError on a file
+    that does not validate (the caller keeps what it had)."""
+    try:
+        data = (model_dir / LIVE_CALIBRATION).read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        return LiveCalibration.model_validate_json(data)
+    except ValidationError as exc:
+        raise ValueError(f"{LIVE_CALIBRATION}: {exc}") from exc
+
+
+def remove_live_calibration(model_dir: Path) -> None:
+    (model_dir / LIVE_CALIBRATION).unlink(missing_ok=True)
+
+
+class LiveCalibrationReader:
+    """Follows the published file: poll() re-reads it only when it was replaced (every
+    write is a rename, so a new inode), and keeps the last good one if a read fails."""
+
+    def __init__(self, model_dir: Path):
+        self.model_dir = model_dir
+        self.current: LiveCalibration | None = None
+        self._seen: tuple[int, int, int] | None = None
+
+    def poll(self) -> bool:
+        """True when `current` changed (including to None: the file was removed)."""
+        try:
+            st = (self.model_dir / LIVE_CALIBRATION).stat()
+        except FileNotFoundError:
+            changed = self.current is not None
+            self.current, self._seen = None, None
+            return changed
+        signature = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if signature == self._seen:
+            return False
+        self._seen = signature
+        self.current = read_live_calibration(self.model_dir)
+        return True
+
+    def log_offsets(self, quantile: float) -> dict[Target, float]:
+        return {} if self.current is None else self.current.log_offsets(quantile)

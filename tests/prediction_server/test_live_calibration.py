@@ -1,0 +1,71 @@
+"""The live calibration file in the shared model directory: every predict route answers the
+bundle's p90 times the live factor, follows each replacement, survives a bad file, and
+drops the factor when the file goes away."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from shared.live_calibration import LIVE_CALIBRATION
+from tests.conftest import publish_trained_bundle
+from tests.prediction_server.helpers import (
+    TestClient,
+    epp_rows,
+    metric_value,
+    running_app,
+    strict,
+    wait_for,
+)
+from tests.prediction_server.test_sync import live_calibration_json
+
+ROWS = epp_rows(8, seed=70)
+
+
+def answers(client: TestClient) -> list[tuple[float, float]]:
+    return [(p["ttft_ms"], p["tpot_ms"]) for p in strict(client, ROWS)["predictions"]]
+
+
+def test_live_factor_follows_the_file(model_dir: Path) -> None:
+    publish_trained_bundle(model_dir, seed=1)
+    path = model_dir / LIVE_CALIBRATION
+    with running_app(model_dir) as client:
+        plain = answers(client)
+        path.write_bytes(live_calibration_json(ttft=0.3, tpot=0.1))
+        wait_for(lambda: answers(client) != plain)
+        first = answers(client)
+        path.write_bytes(live_calibration_json(ttft=-0.2, tpot=0.0))
+        wait_for(lambda: answers(client) != first)
+        second = answers(client)
+        single = client.post("/predict", json=ROWS[0]).json()
+        factor = metric_value(client, 'latency_served_calibration_factor{target="ttft"}')
+        path.write_text("{not json")  # a broken file: the last good factor keeps serving
+        wait_for(lambda: (metric_value(client, "latency_live_calibration_errors_total") or 0) > 0)
+        assert answers(client) == second
+        path.unlink()
+        wait_for(lambda: answers(client) == plain)
+    for (t0, p0), (t1, p1), (t2, p2) in zip(plain, first, second, strict=True):
+        assert t1 == pytest.approx(t0 * math.exp(0.3), rel=1e-6)
+        assert p1 == pytest.approx(p0 * math.exp(0.1), rel=1e-6)
+        assert (t2, p2) == (pytest.approx(t0 * math.exp(-0.2), rel=1e-6), pytest.approx(p0))
+    assert single["ttft_ms"] == pytest.approx(second[0][0])
+    assert factor == pytest.approx(math.exp(-0.2))
+
+
+def test_factor_for_another_quantile_or_the_prior_is_not_applied(model_dir: Path) -> None:
+    path = model_dir / LIVE_CALIBRATION
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with running_app(model_dir) as client:
+        prior = answers(client)
+        path.write_bytes(live_calibration_json(ttft=0.5, tpot=0.5))
+        wait_for(lambda: client.app.state.watcher.live.current is not None)
+        assert answers(client) == prior  # the cold-start prior is never corrected
+        publish_trained_bundle(model_dir, seed=2)
+        wait_for(lambda: answers(client) != prior)
+        with_factor = answers(client)
+        path.write_bytes(live_calibration_json(ttft=0.5, tpot=0.5, quantile=0.5))
+        wait_for(lambda: answers(client) != with_factor)
+        for (t0, _), (t1, _) in zip(answers(client), with_factor, strict=True):
+            assert t1 == pytest.approx(t0 * math.exp(0.5), rel=1e-6)
