@@ -4,6 +4,7 @@ p90 predictions against a naive running p90.
     .venv/bin/python -m benchmarks.replay [--trace NAME_OR_PATH ...] [--mode online|offline]
         [--rows-per-batch 50] [--batch-seconds 1] [--speedup 1] [--retrain-interval 2]
         [--windows 4] [--model-type xgboost|lightgbm] [--objective quantile|mean]
+        [--calibration none|split|adaptive]
         [--seed 0] [--seeds 1] [--json] [--training-url URL --prediction-url URL]
 
 Online (default): the traces carry no timestamps, so rows arrive in file order (which is the
@@ -150,6 +151,10 @@ def server_env(workdir: Path, args: argparse.Namespace) -> dict[str, str]:
         env["LATENCY_MODEL_TYPE"] = args.model_type
     if args.objective:
         env["LATENCY_OBJECTIVE_TYPE"] = args.objective
+    if args.calibration:
+        env["LATENCY_CALIBRATION"] = args.calibration
+    # The EPP sends its rows once a second and the leader scores them as often: one batch.
+    env["LATENCY_CALIBRATION_INTERVAL_SEC"] = str(args.batch_seconds / args.speedup)
     return env
 
 
@@ -247,6 +252,13 @@ def replay_online(name: str, rows: list[dict[str, Any]], training_url: str,
         bar.close()
         client.close()
     ok = [r for r in retrains if r.get("status") == "ok"]
+    if args.dump_rows:
+        with open(args.dump_rows, "a") as fh:
+            for t in TARGETS:
+                r = records[t]
+                for i, a, m, n in zip(r.index, r.actual, r.model, r.naive, strict=True):
+                    fh.write(json.dumps({"trace": name, "target": t.value, "row": i,
+                                         "actual": a, "served": m, "naive": n}) + "\n")
     return {
         "trace": name,
         "rows": len(rows),
@@ -408,11 +420,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="wall-time cap of one trace's replay (default 600)")
     parser.add_argument("--model-type", choices=[m.value for m in ModelType])
     parser.add_argument("--objective", choices=[o.value for o in ObjectiveType])
+    parser.add_argument("--calibration", choices=[c.value for c in Calibration],
+                        help="LATENCY_CALIBRATION of the servers (default: theirs, adaptive)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seeds", type=int, default=1, help="offline: average over N seeds")
     parser.add_argument("--training-url")
     parser.add_argument("--prediction-url")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    parser.add_argument("--dump-rows", metavar="PATH",
+                        help="online: append every scored row (actual, served, naive) as JSON lines")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     if bool(args.training_url) != bool(args.prediction_url):
@@ -434,6 +450,8 @@ def main(argv: list[str] | None = None) -> None:
         overrides["model_type"] = args.model_type
     if args.objective:
         overrides["objective_type"] = args.objective
+    if args.calibration:
+        overrides["calibration"] = args.calibration
     settings = TrainingSettings(**overrides)  # environment, then the flags
     quantile = settings.quantile_alpha
     traces = [load_rows(spec) for spec in (args.trace or DEFAULT_TRACES)]
@@ -453,6 +471,7 @@ def main(argv: list[str] | None = None) -> None:
         say(json.dumps({
             "mode": args.mode, "quantile": quantile, "code": git_state(),
             "model_type": settings.model_type.value, "objective": settings.objective_type.value,
+            "calibration": settings.calibration.value,
             "config": config, "traces": results,
         }, indent=2))
 

@@ -161,10 +161,15 @@ class LightGBMBackend:
         import lightgbm as lgb
 
         objective = objective_for(y, params)
+        # n_estimators=0 asks for the start alone: LightGBM needs one tree, so one that
+        # cannot split, whose leaf is then set to the start.
+        constant = params.n_estimators == 0
         lgb_params: dict[str, Any] = {
             "max_depth": params.max_depth,
             "num_leaves": min(2**params.max_depth, 63),
             "learning_rate": params.learning_rate,
+            "min_gain_to_split": 1e300 if constant else 0.0,
+            "feature_pre_filter": False,  # a few rows must not leave it with no feature
             "min_data_in_leaf": params.min_rows_per_leaf,
             "min_sum_hessian_in_leaf": params.min_rows_per_leaf * objective.hessian,
             "objective": "regression",
@@ -185,11 +190,12 @@ class LightGBMBackend:
             lgb_params["objective"] = custom
         data = lgb.Dataset(x, label=y, feature_name=list(names),
                            init_score=np.full(len(y), objective.start))
-        model = lgb.train(lgb_params, data, num_boost_round=params.n_estimators)
+        model = lgb.train(lgb_params, data, num_boost_round=max(1, params.n_estimators))
         # LightGBM does not save an init score: add it to every leaf of the first tree.
         first = model.dump_model(num_iteration=1)["tree_info"][0]
         for leaf in range(first["num_leaves"]):
-            model.set_leaf_output(0, leaf, model.get_leaf_output(0, leaf) + objective.start)
+            base = 0.0 if constant else model.get_leaf_output(0, leaf)
+            model.set_leaf_output(0, leaf, base + objective.start)
         return model
 
     def save(self, model: Any, path: Path) -> None:

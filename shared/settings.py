@@ -84,7 +84,14 @@ class TrainingSettings(CommonSettings):
     n_estimators: int = Field(100, ge=1, validation_alias=_env("LATENCY_N_ESTIMATORS"))
     max_depth: int = Field(4, ge=1, validation_alias=_env("LATENCY_MAX_DEPTH"))
     learning_rate: float = Field(0.1, gt=0.0, validation_alias=_env("LATENCY_LEARNING_RATE"))
-    min_rows_per_leaf: int = Field(5, ge=1, validation_alias=_env("LATENCY_MIN_ROWS_PER_LEAF"))
+    # A leaf's p90 needs rows: TTFT varies 100x with the prompt and queue and splits pay off
+    # early; TPOT is one noisy mean per request within a few % of its level (benchmarks/README).
+    ttft_min_rows_per_leaf: int = Field(
+        5, ge=1, validation_alias=_env("LATENCY_TTFT_MIN_ROWS_PER_LEAF")
+    )
+    tpot_min_rows_per_leaf: int = Field(
+        50, ge=1, validation_alias=_env("LATENCY_TPOT_MIN_ROWS_PER_LEAF")
+    )
     train_threads: int = Field(0, ge=0, validation_alias=_env("LATENCY_TRAIN_THREADS"))
     calibration: Calibration = Field(
         Calibration.ADAPTIVE, validation_alias=_env("LATENCY_CALIBRATION")

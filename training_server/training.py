@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,8 @@ from training_server.evaluation import evaluate
 
 # Share of the held-out rows (the oldest) that calibrates; the newer rest evaluates.
 CALIBRATION_SHARE = 0.5
+# From this many rows a target is answered by their quantile instead of the prior.
+MIN_ROWS_FOR_A_QUANTILE = 10
 
 
 @dataclass
@@ -44,14 +46,18 @@ def fit_target(
     min_samples: int,
     calibrate: bool = True,
 ) -> TargetFit:
-    """Train on `train` (actuals in ms, fitted in `space`) if it holds at least
-    `min_samples` rows. The held-out `test` rows (oldest first) are split in time: the older
+    """Train on `train` (actuals in ms, fitted in `space`): trees from `min_samples` rows,
+    the rows' quantile alone from MIN_ROWS_FOR_A_QUANTILE, nothing below. The held-out `test` rows (oldest first) are split in time: the older
     half calibrates (unless `calibrate` is off), the newer half scores the calibrated
     predictions, i.e. exactly what the prediction servers will answer."""
     (train_cols, y_train), (test_cols, y_test) = train, test
     result = TargetFit(None, tuple(names), len(y_train), len(y_test), space=space)
+    if len(y_train) < MIN_ROWS_FOR_A_QUANTILE:
+        return result  # the cold-start prior answers
     if len(y_train) < min_samples:
-        return result
+        # Too few rows for trees, enough to beat a formula: the rows' own quantile (in
+        # `space`, so TTFT still scales with the queue), a model with no trees.
+        params = replace(params, n_estimators=0)
     label = to_label(space, train_cols, y_train)
     result.model = backend.fit(build_matrix(train_cols, names), label, params, names)
 
@@ -90,7 +96,8 @@ def fit_params(settings: TrainingSettings, target: Target, names: Sequence[str])
         n_estimators=s.n_estimators,
         max_depth=s.max_depth,
         learning_rate=s.learning_rate,
-        min_rows_per_leaf=s.min_rows_per_leaf,
+        min_rows_per_leaf=(s.ttft_min_rows_per_leaf if target is Target.TTFT
+                           else s.tpot_min_rows_per_leaf),
         # 0: the container's CPU quota; the libraries would take the node's core count.
         threads=s.train_threads or available_cpus(),
         monotone=monotone_constraints(target, names),

@@ -17,7 +17,7 @@ from training_server.calibration import (
     conformal_log_offset,
     split_oldest,
 )
-from training_server.training import fit_target
+from training_server.training import fit_target, served_ms
 
 
 def test_offset_of_a_constant_predictor_is_the_lognormal_quantile() -> None:
@@ -41,13 +41,12 @@ def test_a_biased_model_is_corrected_to_the_requested_coverage(bias: float) -> N
 
 
 def test_finite_sample_level_and_limits() -> None:
-    assert conformal_log_offset(np.ones(10), np.ones(10), 0.9) == 0.0  # too few rows
-    # 30 scores 1..30 (log space): level ceil(31*0.9)/30 = 28/30 -> the 28th smallest
-    actual = np.exp(np.arange(1, 31, dtype=float))
-    assert conformal_log_offset(actual, np.ones(30), 0.9) == pytest.approx(
-        min(28.0, MAX_ABS_LOG_OFFSET))
-    small = np.exp(np.linspace(0.01, 0.3, 30))
-    assert conformal_log_offset(small, np.ones(30), 0.9) == pytest.approx(0.28, abs=0.011)
+    assert conformal_log_offset(np.ones(99), np.ones(99), 0.9) == 0.0  # too few rows
+    # 100 scores 0.01..1.00 (log space): level ceil(101*0.9)/100 = 91/100 -> the 91st smallest
+    actual = np.exp(np.arange(1, 101, dtype=float) / 100)
+    assert conformal_log_offset(actual, np.ones(100), 0.9) == pytest.approx(0.91)
+    huge = np.exp(np.arange(1, 101, dtype=float))
+    assert conformal_log_offset(huge, np.ones(100), 0.9) == MAX_ABS_LOG_OFFSET
 
 
 def test_split_oldest_keeps_time_order() -> None:
@@ -71,3 +70,24 @@ def test_fit_target_serves_calibrated_coverage_even_for_a_mean_model() -> None:
     assert fit.metrics["raw_coverage"] < 0.75
     assert fit.log_offset > 0
     assert fit.metrics["coverage"] == pytest.approx(0.9, abs=0.04)
+
+
+@pytest.mark.parametrize("rows", [5, 40])
+def test_too_few_rows_for_trees_serve_their_own_quantile(rows: int) -> None:
+    """Below min_samples a target is answered by the p90 of its rows in its space (TTFT per
+    queued request), not by the prior formula; below 10 rows by the prior."""
+    data = [r for r in synthetic_rows(400, seed=12) if r["actual_ttft_ms"] > 0][:rows]
+    columns = columns_from_dicts(data)
+    y = np.array([r["actual_ttft_ms"] for r in data])
+    names = ("input_token_length", "num_request_waiting")
+    params = FitParams(ObjectiveType.QUANTILE, 0.9)
+    empty = (columns_from_dicts([]), np.array([]))
+    fit = fit_target(XGBoostBackend(), params, names, (columns, y), empty,
+                     space=TargetSpace.LOG_MS_PER_QUEUED, min_samples=100)
+    if rows < 10:
+        assert fit.model is None
+        return
+    per_queued = np.quantile(np.log(y / (1 + columns["num_request_waiting"])), 0.9)
+    served = served_ms(XGBoostBackend(), fit, columns)
+    np.testing.assert_allclose(served, np.exp(per_queued) * (1 + columns["num_request_waiting"]),
+                               rtol=1e-5)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from shared.artifact import read_current_version
+from shared.features import columns_from_dicts
 from shared.predictor import LoadedBundle, load_current_bundle
 from shared.schemas import TrainingEntry
 from shared.settings import ModelType, ObjectiveType
@@ -87,15 +89,32 @@ def test_retrain_publishes_a_bundle(
 def test_too_few_samples_is_skipped(
     tmp_path: Path, store: SampleStore, migrated_url: str, model_dir: Path
 ) -> None:
-    # Half the rows go to test so every window has rows, but no target reaches 50 to train on.
+    # Half the rows go to test so every window has rows, but no target reaches 10 to fit on.
     halves = SampleStore(store.engine, test_ratio=0.5, rng=random.Random(3))
-    add(halves, 60, seed=3)
-    assert 0 < halves.counts()["training_data"]["ttft_samples"] < 50
+    add(halves, 24, seed=3)
+    assert 0 < halves.counts()["training_data"]["ttft_samples"] < 10
     retrainer, published, _ = make(tmp_path, halves, migrated_url, model_dir=model_dir)
     assert retrainer.run_once() == "skipped"
     assert published == []
     assert read_current_version(model_dir) is None
     assert store.list_retrains() == []
+
+
+def test_fewer_than_min_samples_publish_the_rows_quantile(
+    tmp_path: Path, store: SampleStore, migrated_url: str, model_dir: Path
+) -> None:
+    """10..min_samples rows: a bundle whose models have no trees, so every row of a target
+    with the same queue gets the same p90 (the rows' own), instead of the prior formula."""
+    halves = SampleStore(store.engine, test_ratio=0.5, rng=random.Random(3))
+    add(halves, 60, seed=3)
+    assert 10 <= halves.counts()["training_data"]["tpot_samples"] < 50
+    retrainer, published, _ = make(tmp_path, halves, migrated_url, model_dir=model_dir)
+    assert retrainer.run_once() == "ok", retrainer.state.last_error
+    bundle = published[0]
+    assert all(bundle.has_model(t) for t in TARGETS)
+    rows = [dict(r, num_request_waiting=0) for r in synthetic_rows(20, seed=4)]
+    predictions = bundle.predict(columns_from_dicts(rows))
+    assert all(np.ptp(predictions[t]) == 0 for t in TARGETS)
 
 
 def test_one_target_without_samples_still_trains_the_other(
