@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from shared.features import FEATURES, Columns
+
 
 def pinball_loss(y_true: np.ndarray, y_pred: np.ndarray, quantile: float) -> float:
     """Mean quantile loss: under-prediction costs `quantile`, over-prediction 1 - quantile."""
@@ -27,4 +29,26 @@ def evaluate(y_true: np.ndarray, y_pred: np.ndarray, quantile: float) -> dict[st
         "pinball_loss": pinball_loss(y_true, y_pred, quantile),
         "coverage": coverage,
         "violation_rate": 1.0 - coverage,
+    }
+
+
+POD_TYPE_NAMES = {0.0: "monolithic", 1.0: "prefill", 2.0: "decode"}
+
+
+def regime_coverage(columns: Columns, y_true: np.ndarray, y_pred: np.ndarray
+                    ) -> dict[str, dict[str, float | int]]:
+    """Coverage per regime where a p90 is most likely to be off: queued or not, pod role,
+    prefix-cache score quarter. Only regimes with rows appear: {name: {n, coverage}}."""
+    covered = y_true <= y_pred
+    masks = {
+        "queued": columns["num_request_waiting"] > 0,
+        "not_queued": columns["num_request_waiting"] <= 0,
+        **{f"pod_type={name}": columns["pod_type_code"] == code
+           for code, name in POD_TYPE_NAMES.items()},
+        **{f"prefix_bucket={b}": FEATURES["prefill_score_bucket"](columns) == b
+           for b in range(4)},
+    }
+    return {
+        name: {"n": int(mask.sum()), "coverage": float(covered[mask].mean())}
+        for name, mask in masks.items() if mask.any()
     }

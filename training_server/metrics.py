@@ -7,7 +7,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from shared.targets import TARGETS
-from training_server.tables import RETRAIN_METRICS
+from training_server.tables import RETRAIN_DETAILS, RETRAIN_METRICS
 
 
 class TrainingMetrics:
@@ -43,8 +43,19 @@ class TrainingMetrics:
             registry=r,
         )
         self.retrain_metric = Gauge(
-            "latency_retrain_metric", "Held-out metric of the latest retrain",
-            ["target", "metric"], registry=r,
+            "latency_retrain_metric", "Metric of the latest retrain: held-out (mae, rmse, "
+            "pinball_loss, coverage, violation_rate, raw_coverage), the conformal factor "
+            "(calibration_log_offset) and the served p90s since the previous retrain "
+            "(live_coverage, live_pinball_loss)", ["target", "metric"], registry=r,
+        )
+        self.regime_coverage = Gauge(
+            "latency_retrain_regime_coverage", "Held-out coverage of the latest retrain per "
+            "regime (queued, pod_type=..., prefix_bucket=...)", ["target", "regime"],
+            registry=r,
+        )
+        self.window_limit = Gauge(
+            "latency_training_window_limit", "Newest rows per target the next retrain may fit "
+            "on (lowered when a retrain overruns half the interval)", registry=r,
         )
         self.is_leader = Gauge(
             "latency_trainer_is_leader",
@@ -69,10 +80,13 @@ class TrainingMetrics:
 
     def observe_retrain(self, row: dict[str, Any]) -> None:
         for target in TARGETS:
-            for name in RETRAIN_METRICS:
+            for name in (*RETRAIN_METRICS, *RETRAIN_DETAILS):
                 value = row.get(f"{target.value}_{name}")
                 if value is not None:
                     self.retrain_metric.labels(target.value, name).set(value)
+        for target, regimes in (row.get("regimes") or {}).items():
+            for regime, scored in regimes.items():
+                self.regime_coverage.labels(target, regime).set(scored["coverage"])
 
     def render(self, legacy_lines: list[str]) -> bytes:
         return ("\n".join(legacy_lines) + "\n").encode() + generate_latest(self.registry)

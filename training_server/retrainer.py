@@ -42,9 +42,14 @@ from training_server.leadership import AlwaysLeader, Leadership
 from training_server.metrics import TrainingMetrics
 from training_server.store import SampleStore
 from training_server.tables import RETRAIN_METRICS
+from training_server.evaluation import evaluate
 from training_server.training import TargetFit, fit_params, fit_target
+from training_server.window_budget import WindowBudget
 
 log = logging.getLogger(__name__)
+
+# Served rows scored per retrain (the newest since the previous one are what matters).
+LIVE_SCORE_ROWS = 200_000
 
 
 def replica_id() -> str:
@@ -81,6 +86,8 @@ class Retrainer:
         self.bundle: LoadedBundle | None = None  # what this replica serves (its own or loaded)
         self._refused: str | None = None  # a published version that failed to load, logged once
         self.state = RetrainState()
+        self.window = WindowBudget(settings.max_training_window, settings.retraining_interval_sec)
+        metrics.window_limit.set(self.window.limit)
         self._lock = threading.Lock()  # one retrain at a time (loop and manual triggers)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -161,6 +168,7 @@ class Retrainer:
             per_bucket=s.max_training_data_size_per_bucket, test_total=s.max_test_data_size
         )
         backend = backend_for(s.model_type)
+        window_limit = self.window.limit
         fits: dict[Target, TargetFit] = {}
         for target in TARGETS:
             names = feature_names(
@@ -170,7 +178,7 @@ class Retrainer:
             )
             fits[target] = fit_target(
                 backend, fit_params(s, target, names), names,
-                self.store.window(target, test=False, limit=s.max_training_window),
+                self.store.window(target, test=False, limit=window_limit),
                 self.store.window(target, test=True, limit=s.max_test_data_size),
                 space=space_for(target),
                 min_samples=s.min_samples_for_retrain,
@@ -205,6 +213,15 @@ class Retrainer:
         bundle = load_bundle(s.model_dir, manifest.version)  # verify what readers will read
         self.bundle = bundle
         row = self._row(manifest.version, "ok", None, watermark, started, t0, fits)
+        row.update(self._live_scores(watermark), window_limit=window_limit, regimes={
+            t.value: f.regimes for t, f in fits.items() if f.regimes
+        })
+        next_limit = self.window.observe(row["duration_s"],
+                                         max(f.train_samples for f in fits.values()))
+        if next_limit != window_limit:
+            log.info("training window %d -> %d rows per target (retrain took %.2f s, budget "
+                     "%.2f s)", window_limit, next_limit, row["duration_s"], self.window.budget_sec)
+        self.metrics.window_limit.set(next_limit)
         self.store.record_retrain(row)
         self.state.trained_through = watermark
         self.state.consecutive_failures = 0
@@ -235,9 +252,24 @@ class Retrainer:
             t = target.value
             row[f"{t}_train_samples"] = fit.train_samples
             row[f"{t}_test_samples"] = fit.test_samples
-            for name in RETRAIN_METRICS:
+            for name in (*RETRAIN_METRICS, "raw_coverage", "calibration_log_offset"):
                 row[f"{t}_{name}"] = fit.metrics.get(name)
         return row
+
+    def _live_scores(self, watermark: int) -> dict[str, Any]:
+        """The p90s served since the previous retrain against the actuals that arrived
+        since: the models that answered never saw these rows."""
+        rows = self.store.served_since(self.state.trained_through, limit=LIVE_SCORE_ROWS)
+        keep = rows.ids <= watermark
+        out: dict[str, Any] = {}
+        for target in TARGETS:
+            actual, served = rows.scored(target, keep)
+            t = target.value
+            out[f"{t}_live_rows"] = len(actual)
+            scored = evaluate(actual, served, self.settings.quantile_alpha)
+            out[f"{t}_live_coverage"] = scored["coverage"]
+            out[f"{t}_live_pinball_loss"] = scored["pinball_loss"]
+        return out
 
     def _record_failure(self, exc: Exception, watermark: int, started: datetime, t0: float) -> None:
         log.exception("retrain failed")

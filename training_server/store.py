@@ -71,10 +71,14 @@ class ServedRows:
     actual: dict[Target, np.ndarray]
     predicted: dict[Target, np.ndarray]
 
-    def scored(self, target: Target) -> tuple[np.ndarray, np.ndarray]:
-        """(actual, predicted) of the rows that measure `target` and carry a prediction."""
+    def scored(self, target: Target, among: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """(actual, predicted) of the rows (`among` them, a mask) that measure `target` and
+        carry a prediction."""
         actual, predicted = self.actual[target], self.predicted[target]
         keep = (actual > 0) & ~np.isnan(predicted)
+        if among is not None:
+            keep &= among
         return actual[keep], predicted[keep]
 
 

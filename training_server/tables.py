@@ -10,6 +10,7 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    JSON,
     MetaData,
     SmallInteger,
     String,
@@ -55,7 +56,14 @@ samples = Table(
     sqlite_autoincrement=True,  # ids never reused, so "max id" marks new samples
 )
 
+# Per target, of the calibrated predictions on the newest held-out rows (as served).
 RETRAIN_METRICS = ("mae", "rmse", "pinball_loss", "coverage", "violation_rate")
+# Per target, added by migration 0003: coverage before calibration, the conformal factor
+# shipped (log), and the p90s actually served since the previous retrain, scored against
+# the actuals that arrived since (rows the served models never saw: the future).
+RETRAIN_DETAILS = ("raw_coverage", "calibration_log_offset", "live_coverage",
+                   "live_pinball_loss")
+COUNTS = ("train_samples", "test_samples", "live_rows")
 
 retrains = Table(
     "retrains",
@@ -72,9 +80,18 @@ retrains = Table(
     Column("max_sample_id", BigInteger, nullable=False),
     Column("trainer", String(128)),  # which training replica ran it (host:pid)
     *[
-        Column(f"{t.value}_{name}", Integer if name.endswith("samples") else Float)
+        Column(f"{t.value}_{name}", Integer if name in COUNTS else Float)
         for t in TARGETS
         for name in ("train_samples", "test_samples", *RETRAIN_METRICS)
     ],
+    # migration 0003
+    *[
+        Column(f"{t.value}_{name}", Integer if name in COUNTS else Float)
+        for t in TARGETS
+        for name in (*RETRAIN_DETAILS, "live_rows")
+    ],
+    # {"ttft": {"queued": {"n": .., "coverage": ..}, "pod_type=decode": .., ...}, "tpot": ..}
+    Column("regimes", JSON),
+    Column("window_limit", Integer),  # newest rows per target the fit could use
     Index("ix_retrains_started_at", "started_at"),
 )

@@ -16,7 +16,7 @@ from shared.settings import TrainingSettings
 from shared.target_space import TargetSpace, to_label, to_ms
 from shared.targets import Target
 from training_server.calibration import conformal_log_offset, split_oldest
-from training_server.evaluation import evaluate
+from training_server.evaluation import evaluate, regime_coverage
 
 # Share of the held-out rows (the oldest) that calibrates; the newer rest evaluates.
 CALIBRATION_SHARE = 0.5
@@ -33,6 +33,7 @@ class TargetFit:
     metrics: dict[str, float | None] = field(default_factory=dict)
     log_offset: float = 0.0  # conformal correction served with the model
     space: TargetSpace = TargetSpace.MS
+    regimes: dict[str, dict[str, float | int]] = field(default_factory=dict)
 
 
 def fit_target(
@@ -47,9 +48,10 @@ def fit_target(
     calibrate: bool = True,
 ) -> TargetFit:
     """Train on `train` (actuals in ms, fitted in `space`): trees from `min_samples` rows,
-    the rows' quantile alone from MIN_ROWS_FOR_A_QUANTILE, nothing below. The held-out `test` rows (oldest first) are split in time: the older
-    half calibrates (unless `calibrate` is off), the newer half scores the calibrated
-    predictions, i.e. exactly what the prediction servers will answer."""
+    the rows' quantile alone from MIN_ROWS_FOR_A_QUANTILE, nothing below. The held-out
+    `test` rows (oldest first) are split in time: the older half calibrates (unless
+    `calibrate` is off), the newer half scores the calibrated predictions, i.e. exactly what
+    the prediction servers will answer, overall and per regime."""
     (train_cols, y_train), (test_cols, y_test) = train, test
     result = TargetFit(None, tuple(names), len(y_train), len(y_test), space=space)
     if len(y_train) < MIN_ROWS_FOR_A_QUANTILE:
@@ -60,19 +62,19 @@ def fit_target(
         params = replace(params, n_estimators=0)
     label = to_label(space, train_cols, y_train)
     result.model = backend.fit(build_matrix(train_cols, names), label, params, names)
-
-    def in_ms(columns: Columns) -> np.ndarray:
-        return uncalibrated_ms(backend, result, columns)
-
     (cal_cols, y_cal), (eval_cols, y_eval) = split_oldest(test_cols, y_test, CALIBRATION_SHARE)
     if calibrate and len(y_cal):
-        result.log_offset = conformal_log_offset(y_cal, in_ms(cal_cols), params.quantile)
+        raw_cal = uncalibrated_ms(backend, result, cal_cols)
+        result.log_offset = conformal_log_offset(y_cal, raw_cal, params.quantile)
     if len(y_eval):
-        raw = in_ms(eval_cols)
-        result.metrics = evaluate(y_eval, raw * math.exp(result.log_offset), params.quantile)
+        raw = uncalibrated_ms(backend, result, eval_cols)
+        served = raw * math.exp(result.log_offset)
+        result.metrics = evaluate(y_eval, served, params.quantile)
         result.metrics["raw_coverage"] = float(np.mean(y_eval <= raw))
+        result.regimes = regime_coverage(eval_cols, y_eval, served)
     else:
         result.metrics = evaluate(y_eval, y_eval, params.quantile)
+    result.metrics["calibration_log_offset"] = result.log_offset
     return result
 
 

@@ -26,14 +26,19 @@ def test_retrains_table_and_json(tmp_path: Path) -> None:
     server = LiveServer("training_server", free_port(), env, tmp_path / "t.log").start()
     try:
         for seed in (1, 2):
-            httpx.post(f"{server.url}/add_training_data_bulk",
-                       json={"entries": synthetic_rows(300, seed=seed)}, timeout=30)
+            rows = synthetic_rows(300, seed=seed)
+            for row in rows if seed == 2 else ():  # served p90s 2x the actual: coverage 1.0
+                row.update(predicted_ttft_ms=2 * row["actual_ttft_ms"],
+                           predicted_tpot_ms=2 * row["actual_tpot_ms"])
+            httpx.post(f"{server.url}/add_training_data_bulk", json={"entries": rows}, timeout=30)
             assert httpx.post(f"{server.url}/retrain", timeout=60).json()["outcome"] == "ok"
         table = cli("--url", server.url, "-n", "5")
         assert table.returncode == 0, table.stderr
         lines = table.stdout.strip().splitlines()
-        assert "ttft cov" in lines[0] and len(lines) == 3
+        assert "ttft cov" in lines[0] and "tpot live cov" in lines[0] and len(lines) == 3
         assert all(" ok " in line for line in lines[1:])
+        # newest first: the second retrain scored the served p90s sent back since the first
+        assert lines[1].split()[-1] == "1.000" and lines[2].split()[-1] == "-"
         as_json = json.loads(cli("--url", server.url, "--json").stdout)
         assert [r["status"] for r in as_json] == ["ok", "ok"]
         assert as_json[0]["started_at"] > as_json[1]["started_at"]

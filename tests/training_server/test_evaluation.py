@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from training_server.evaluation import evaluate, pinball_loss
+from training_server.evaluation import evaluate, pinball_loss, regime_coverage
 
 Y = np.array([1.0, 2.0, 3.0, 4.0])
 PRED = np.array([2.0, 2.0, 2.0, 2.0])
@@ -82,3 +82,24 @@ def test_evaluate_perfect_prediction() -> None:
 def test_evaluate_empty_input_gives_none_metrics() -> None:
     metrics = evaluate(np.array([]), np.array([]), 0.9)
     assert metrics == {k: None for k in METRIC_KEYS}
+
+
+def test_regime_coverage_by_hand() -> None:
+    columns = {
+        "num_request_waiting": np.array([0.0, 0.0, 3.0, 1.0]),
+        "pod_type_code": np.array([0.0, 2.0, 2.0, 0.0]),  # monolithic, decode, decode, mono
+        "prefix_cache_score": np.array([0.0, 0.3, 0.6, 1.0]),  # quarters 0, 1, 2, 3
+    }
+    y = np.array([10.0, 20.0, 30.0, 40.0])
+    pred = np.array([15.0, 10.0, 35.0, 30.0])  # covered: T, F, T, F
+    regimes = regime_coverage(columns, y, pred)
+    assert regimes == {
+        "queued": {"n": 2, "coverage": 0.5},  # rows 2 (T) and 3 (F)
+        "not_queued": {"n": 2, "coverage": 0.5},  # rows 0 (T) and 1 (F)
+        "pod_type=monolithic": {"n": 2, "coverage": 0.5},
+        "pod_type=decode": {"n": 2, "coverage": 0.5},  # no prefill rows: no entry
+        "prefix_bucket=0": {"n": 1, "coverage": 1.0},
+        "prefix_bucket=1": {"n": 1, "coverage": 0.0},
+        "prefix_bucket=2": {"n": 1, "coverage": 1.0},
+        "prefix_bucket=3": {"n": 1, "coverage": 0.0},
+    }

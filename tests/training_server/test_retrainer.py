@@ -200,3 +200,43 @@ def test_resume_without_the_recorded_bundle_retrains(
     restarted.resume(None)  # e.g. the model volume was lost: the samples must be retrained
     assert restarted.run_once() == "ok"
     assert read_current_version(other_dir) == published[0].version
+
+
+def test_retrain_scores_the_p90s_served_since_the_last_one(
+    tmp_path: Path, store: SampleStore, migrated_url: str, model_dir: Path
+) -> None:
+    """live_* come from the predictions the EPP sent back with the rows that arrived since
+    the previous retrain; regimes and the window limit are recorded with every retrain."""
+    retrainer, _, metrics = make(tmp_path, store, migrated_url, model_dir=model_dir)
+    add(store, 400, seed=1)  # no predicted_* fields: nothing live to score
+    assert retrainer.run_once() == "ok"
+    first = store.list_retrains()[0]
+    assert first["ttft_live_rows"] == 0 and first["ttft_live_coverage"] is None
+    assert first["window_limit"] == 100_000
+    assert set(first["regimes"]) == {"ttft", "tpot"}
+    assert {"queued", "not_queued", "pod_type=monolithic"} <= set(first["regimes"]["ttft"])
+    assert all(0 <= r["coverage"] <= 1 and r["n"] > 0 for r in first["regimes"]["ttft"].values())
+
+    rows = synthetic_rows(200, seed=2)
+    for i, row in enumerate(rows):
+        for t in TARGETS:  # every 4th row's served p90 was too low
+            row[t.predicted_field] = row[t.actual_field] * (0.5 if i % 4 == 0 else 2.0)
+    store.add_samples([TrainingEntry.model_validate(r) for r in rows])
+    assert retrainer.run_once() == "ok"
+    second = store.list_retrains()[0]
+    for t in TARGETS:
+        scored = [i for i, r in enumerate(rows) if r[t.actual_field] > 0]
+        misses = sum(1 for i in scored if i % 4 == 0)
+        assert second[f"{t.value}_live_rows"] == len(scored)
+        assert second[f"{t.value}_live_coverage"] == pytest.approx(1 - misses / len(scored))
+        assert second[f"{t.value}_live_pinball_loss"] > 0
+        assert second[f"{t.value}_raw_coverage"] is not None
+        assert second[f"{t.value}_calibration_log_offset"] is not None
+        assert metrics.registry.get_sample_value(
+            "latency_retrain_metric", {"target": t.value, "metric": "live_coverage"}
+        ) == pytest.approx(second[f"{t.value}_live_coverage"])
+    regime = next(iter(second["regimes"]["tpot"]))
+    assert metrics.registry.get_sample_value(
+        "latency_retrain_regime_coverage", {"target": "tpot", "regime": regime}
+    ) == second["regimes"]["tpot"][regime]["coverage"]
+    assert metrics.registry.get_sample_value("latency_training_window_limit") == 100_000

@@ -169,7 +169,13 @@ def test_retrain_history_newest_first_with_limit_and_offset(trained: TestClient)
     assert (history["limit"], history["offset"]) == (50, 0)
     page = trained.get("/retrains", params={"limit": 1, "offset": 1}).json()
     assert [r["version"] for r in page["retrains"]] == [first]
-    assert page["retrains"][0]["ttft_test_samples"] > 0
+    oldest = page["retrains"][0]
+    assert oldest["ttft_test_samples"] > 0
+    # per retrain: what calibration did, the live score (no served p90s sent: none), regimes
+    assert {"ttft_raw_coverage", "tpot_calibration_log_offset", "ttft_live_rows",
+            "tpot_live_coverage", "window_limit"} <= set(oldest)
+    assert oldest["ttft_live_rows"] == 0 and oldest["tpot_live_coverage"] is None
+    assert oldest["regimes"]["ttft"]["not_queued"]["n"] > 0
     assert trained.get("/retrains", params={"limit": 0}).status_code == 422
 
 
