@@ -1,0 +1,94 @@
+"""Retrain time at a large store on one core, and how the training window adapts.
+
+    .venv/bin/python -m benchmarks.bench_retrain [--stored 200000] [--retrains 4]
+        [--interval 10] [--cores 1]
+
+Fills a real SQLite store with `--stored` rows resampled from the H200 traces (retention
+caps raised so all of them stay), pins this process to `--cores` CPUs with one fitting
+thread per core, and runs `--retrains` retrains back to back, each after 1,000 new rows
+(as the EPP would send in a second). Per retrain it prints the window limit in force, the
+rows fitted per target, the wall time against the budget (half of `--interval`), and the
+held-out coverage. The defaults are the shipped settings (LATENCY_MAX_TRAINING_WINDOW
+100,000 per target).
+
+Everything runs in this process on 127.0.0.1-free local files; every loop is bounded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.traces import all_trace_rows, resample
+from shared.schemas import TrainingEntry
+from shared.settings import TrainingSettings
+from shared.targets import Target
+from training_server.db import make_engine
+from training_server.metrics import TrainingMetrics
+from training_server.migrate import upgrade
+from training_server.retrainer import Retrainer
+from training_server.store import SampleStore
+
+
+def say(text: str) -> None:
+    print(text, flush=True)  # noqa: T201 (benchmark output)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stored", type=int, default=200_000)
+    parser.add_argument("--retrains", type=int, default=4)
+    parser.add_argument("--interval", type=float, default=10.0)
+    parser.add_argument("--cores", type=int, default=1)
+    args = parser.parse_args()
+    cpus = sorted(os.sched_getaffinity(0))[: args.cores]
+    os.sched_setaffinity(0, cpus)
+    rows = all_trace_rows()
+    with tempfile.TemporaryDirectory(prefix="bench-retrain-") as tmp:
+        workdir = Path(tmp)
+        url = f"sqlite:///{workdir / 'store.db'}"
+        upgrade(url)
+        engine = make_engine(url)
+        store = SampleStore(engine, test_ratio=0.1)
+        entries = [TrainingEntry.model_validate(r) for r in resample(rows, args.stored, seed=1)]
+        t0 = time.perf_counter()
+        for i in range(0, len(entries), 10_000):
+            store.add_samples(entries[i:i + 10_000])
+        say(f"stored {args.stored} rows in {time.perf_counter() - t0:.1f} s; pinned to CPU "
+            f"{cpus}")
+        settings = TrainingSettings(
+            db_url=url, model_dir=workdir / "models", train_threads=len(cpus),
+            retraining_interval_sec=args.interval,
+            max_training_data_size_per_bucket=10_000_000, max_test_data_size=1_000_000,
+        )
+        retrainer = Retrainer(settings, store, TrainingMetrics(), on_publish=lambda b: None)
+        window_t0 = time.perf_counter()
+        store.window(Target.TTFT, test=False, limit=settings.max_training_window)
+        window_s = time.perf_counter() - window_t0
+        say(f"\n## retrain of both targets: {settings.model_type.value}, "
+            f"{settings.n_estimators} trees, depth {settings.max_depth}, "
+            f"{len(cpus)} core(s); budget {retrainer.window.budget_sec:.1f} s "
+            f"(half of a {args.interval:g} s interval); one target's window load alone "
+            f"{window_s:.2f} s")
+        say(f"{'#':>2} {'window':>8} {'ttft rows':>9} {'tpot rows':>9} {'seconds':>8} "
+            f"{'in budget':>9} {'ttft cov':>8} {'tpot cov':>8}")
+        extra = resample(rows, 1_000 * args.retrains, seed=2)
+        for k in range(args.retrains):
+            store.add_samples([TrainingEntry.model_validate(r)
+                               for r in extra[k * 1_000:(k + 1) * 1_000]])
+            outcome = retrainer.run_once()
+            row = retrainer.state.last_success or {}
+            took = row.get("duration_s", 0.0)
+            say(f"{k + 1:2d} {row.get('window_limit', 0):8d} "
+                f"{row.get('ttft_train_samples', 0):9d} {row.get('tpot_train_samples', 0):9d} "
+                f"{took:8.2f} {'yes' if took <= retrainer.window.budget_sec else 'NO':>9} "
+                f"{row.get('ttft_coverage') or 0:8.3f} {row.get('tpot_coverage') or 0:8.3f}"
+                f"  ({outcome})")
+        engine.dispose()
+
+
+if __name__ == "__main__":
+    main()
