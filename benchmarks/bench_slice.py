@@ -38,7 +38,7 @@ def say(text: str) -> None:
 
 def bench_retrain(sizes: list[int], workdir: Path) -> None:
     rows = all_trace_rows()
-    say("\n## retrain time (both targets, xgboost quantile, 200 trees, depth 6)")
+    say("\n## retrain time (both targets, the shipped model settings)")
     say(f"{'stored':>8} {'ttft train':>10} {'tpot train':>10} {'retrain s':>10} "
         f"{'ttft cov':>8} {'tpot cov':>8}")
     for n in sizes:

@@ -56,6 +56,7 @@ from benchmarks.replay_metrics import (
     online_table,
     summarize_online,
 )
+from benchmarks.replay_inprocess import run_inprocess
 from benchmarks.traces import TRACE_DIR, load_trace, prediction_rows
 from shared.backends import backend_for
 from shared.features import columns_from_dicts, feature_names
@@ -392,6 +393,16 @@ def print_online(result: dict[str, Any], args: argparse.Namespace) -> None:
             say(line)
 
 
+def print_inprocess(result: dict[str, Any], args: argparse.Namespace) -> None:
+    say(f"\n## in-process replay: {result['trace']} ({result['rows']} rows, "
+        f"{result['batches']} batches of {args.rows_per_batch}, a retrain every "
+        f"{args.retrain_interval / args.batch_seconds:g} batches, held-out seed {args.seed})")
+    say(HEADER)
+    for target, summary in result["targets"].items():
+        for line in online_table(target, summary):
+            say(line)
+
+
 def print_offline(result: dict[str, Any]) -> None:
     seeds = result["seeds"]
     say(f"\n## offline 90/10: {result['trace']} ({result['rows']} rows, seeds "
@@ -405,7 +416,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", action="append", metavar="NAME_OR_PATH",
                         help=f"repeatable; default: {' and '.join(DEFAULT_TRACES)}")
-    parser.add_argument("--mode", choices=("online", "offline"), default="online")
+    parser.add_argument("--mode", choices=("online", "offline", "inprocess"), default="online")
     parser.add_argument("--rows-per-batch", type=int, default=50,
                         help="rows arriving per simulated second (default 50)")
     parser.add_argument("--batch-seconds", type=float, default=1.0)
@@ -461,6 +472,10 @@ def main(argv: list[str] | None = None) -> None:
             result = run_online(name, rows, args, quantile)
             if not args.json:
                 print_online(result, args)
+        elif args.mode == "inprocess":
+            result = run_inprocess(name, rows, args, settings)
+            if not args.json:
+                print_inprocess(result, args)
         else:
             result = run_offline(name, rows, args, settings)
             if not args.json:

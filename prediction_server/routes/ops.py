@@ -68,6 +68,12 @@ async def status(request: Request) -> dict[str, Any]:
         "models_exist": {f"{t.value}_model": bundle.has_model(t) for t in TARGETS},
         "cold_start": bundle.is_prior,
         "refused_versions": watcher.refused,
+        # log-factors on the model's answer: the bundle's conformal one and the live one
+        "calibration": {
+            t.value: {"bundle_log_offset": bundle.log_offsets.get(t, 0.0),
+                      "live_log_offset": bundle.live_log_offsets.get(t, 0.0)}
+            for t in TARGETS
+        },
         "worker_pid": os.getpid(),  # with several workers, each answers for itself
     }
 

@@ -40,6 +40,7 @@ def test_live_factor_follows_the_file(model_dir: Path) -> None:
         wait_for(lambda: answers(client) != first)
         second = answers(client)
         single = client.post("/predict", json=ROWS[0]).json()
+        status = client.get("/status").json()["calibration"]
         factor = metric_value(client, 'latency_served_calibration_factor{target="ttft"}')
         path.write_text("{not json")  # a broken file: the last good factor keeps serving
         wait_for(lambda: (metric_value(client, "latency_live_calibration_errors_total") or 0) > 0)
@@ -52,6 +53,7 @@ def test_live_factor_follows_the_file(model_dir: Path) -> None:
         assert (t2, p2) == (pytest.approx(t0 * math.exp(-0.2), rel=1e-6), pytest.approx(p0))
     assert single["ttft_ms"] == pytest.approx(second[0][0])
     assert factor == pytest.approx(math.exp(-0.2))
+    assert status["ttft"] == {"bundle_log_offset": 0.0, "live_log_offset": -0.2}
 
 
 def test_factor_for_another_quantile_or_the_prior_is_not_applied(model_dir: Path) -> None:
