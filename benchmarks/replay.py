@@ -46,6 +46,7 @@ from urllib.parse import urlparse
 import httpx
 import numpy as np
 
+from benchmarks.replay_inprocess import run_inprocess
 from benchmarks.replay_metrics import (
     HEADER,
     OFFLINE_HEADER,
@@ -56,7 +57,6 @@ from benchmarks.replay_metrics import (
     online_table,
     summarize_online,
 )
-from benchmarks.replay_inprocess import run_inprocess
 from benchmarks.traces import TRACE_DIR, load_trace, prediction_rows
 from shared.backends import backend_for
 from shared.features import columns_from_dicts, feature_names
@@ -439,7 +439,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--prediction-url")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     parser.add_argument("--dump-rows", metavar="PATH",
-                        help="online: append every scored row (actual, served, naive) as JSON lines")
+                        help="online: append every scored row (actual, served, naive) "
+                             "as JSON lines")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     if bool(args.training_url) != bool(args.prediction_url):

@@ -37,6 +37,10 @@ class FitParams:
     min_rows_per_leaf: int = 5
 
 
+# Below this the labels are constant for all practical purposes (log space: 0.1 %).
+MIN_SPREAD = 1e-3
+
+
 @dataclass(frozen=True)
 class Objective:
     """What one fit minimises, in the terms both libraries take."""
@@ -59,10 +63,6 @@ def objective_for(y: np.ndarray, params: FitParams) -> Objective:
         return np.where(label > output, -q, 1.0 - q)
 
     return Objective(start=start, hessian=1.0 / spread, gradient=pinball_gradient)
-
-
-# Below this the labels are constant for all practical purposes (log space: 0.1 %).
-MIN_SPREAD = 1e-3
 
 
 def _constrained(params: FitParams) -> bool:

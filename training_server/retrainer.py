@@ -38,11 +38,11 @@ from shared.predictor import LoadedBundle, load_bundle
 from shared.settings import Calibration, TrainingSettings
 from shared.target_space import space_for
 from shared.targets import TARGETS, Target
+from training_server.evaluation import evaluate
 from training_server.leadership import AlwaysLeader, Leadership
 from training_server.metrics import TrainingMetrics
 from training_server.store import SampleStore
 from training_server.tables import RETRAIN_METRICS
-from training_server.evaluation import evaluate
 from training_server.training import TargetFit, fit_params, fit_target
 from training_server.window_budget import WindowBudget
 

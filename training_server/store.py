@@ -143,7 +143,8 @@ class SampleStore:
         """Up to `limit` rows with id > after_id, oldest first: for each target the actual
         and the prediction the EPP acted on (NaN where it sent none). Read by primary key."""
         c = samples.c
-        columns = [c.id] + [c[t.actual_field] for t in TARGETS] + [c[t.predicted_field] for t in TARGETS]
+        columns = [c.id, *(c[t.actual_field] for t in TARGETS),
+                   *(c[t.predicted_field] for t in TARGETS)]
         stmt = select(*columns).where(c.id > after_id).order_by(c.id).limit(limit)
         with self.engine.connect() as conn:
             rows = conn.execute(stmt).all()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
     Boolean,
     Column,
@@ -10,7 +11,6 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
-    JSON,
     MetaData,
     SmallInteger,
     String,
