@@ -207,6 +207,7 @@ def test_retrain_scores_the_p90s_served_since_the_last_one(
 ) -> None:
     """live_* come from the predictions the EPP sent back with the rows that arrived since
     the previous retrain; regimes and the window limit are recorded with every retrain."""
+    store = SampleStore(store.engine, test_ratio=0.1, rng=random.Random(5))  # fixed split
     retrainer, _, metrics = make(tmp_path, store, migrated_url, model_dir=model_dir)
     add(store, 400, seed=1)  # no predicted_* fields: nothing live to score
     assert retrainer.run_once() == "ok"
