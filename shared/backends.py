@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from shared.settings import ModelType, ObjectiveType
+from shared.tree_eval import CompiledTrees, compile_lightgbm, compile_xgboost
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,8 @@ class Backend(Protocol):
 
     def importances(self, model: Any, names: Sequence[str]) -> dict[str, float]: ...
 
+    def compile(self, model: Any) -> CompiledTrees: ...
+
 
 class XGBoostBackend:
     model_type = ModelType.XGBOOST
@@ -146,6 +149,9 @@ class XGBoostBackend:
     def importances(self, model: Any, names: Sequence[str]) -> dict[str, float]:
         gain = model.get_score(importance_type="gain")
         return {name: float(gain.get(name, 0.0)) for name in names}
+
+    def compile(self, model: Any) -> CompiledTrees:
+        return compile_xgboost(model)
 
     def tree_dumps(self, model: Any) -> list[str]:
         """One JSON object per tree, the format the EPP's Go client evaluates."""
@@ -225,6 +231,9 @@ class LightGBMBackend:
     def importances(self, model: Any, names: Sequence[str]) -> dict[str, float]:
         gain = model.feature_importance(importance_type="gain")
         return {name: float(value) for name, value in zip(names, gain, strict=True)}
+
+    def compile(self, model: Any) -> CompiledTrees:
+        return compile_lightgbm(model)
 
 
 BACKENDS: dict[ModelType, Backend] = {

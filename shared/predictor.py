@@ -24,6 +24,13 @@ from shared.prior import PRIOR_VERSION, prior_predict
 from shared.settings import ModelType, ObjectiveType
 from shared.target_space import TargetSpace, to_ms
 from shared.targets import TARGETS, Target
+from shared.tree_eval import CompiledTrees, compiled_or_none
+
+
+# Up to this many rows the flat-array walk beats the libraries' predict, whose fixed cost
+# (~200 us a call for XGBoost) dominates small batches; above it the libraries' C++ wins
+# (benchmarks/README.md, bench_predict.py).
+COMPILED_MAX_ROWS = 64
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,8 @@ class LoadedBundle:
     # (shared.live_calibration), which changes without a new bundle.
     log_offsets: dict[Target, float] = field(default_factory=dict)
     live_log_offsets: dict[Target, float] = field(default_factory=dict)
+    # The models as flat arrays (shared.tree_eval), where they reproduce the library.
+    compiled: dict[Target, CompiledTrees] = field(default_factory=dict, repr=False)
     # exp of their sum, computed once: the predict path multiplies by it.
     scales: dict[Target, float] = field(init=False, repr=False)
 
@@ -80,9 +89,12 @@ class LoadedBundle:
 
     def raw_predict(self, target: Target, columns: Columns) -> np.ndarray:
         """The model's answer in ms before any calibration (target must have a model)."""
-        output = backend_for(self.model_type).predict(
-            self.models[target], build_matrix(columns, self.features[target])
-        )
+        matrix = build_matrix(columns, self.features[target])
+        compiled = self.compiled.get(target)
+        if compiled is not None and len(matrix) <= COMPILED_MAX_ROWS:
+            output = compiled.predict(matrix)
+        else:
+            output = backend_for(self.model_type).predict(self.models[target], matrix)
         return to_ms(self.spaces.get(target, TargetSpace.MS), columns, output)
 
 
@@ -104,6 +116,14 @@ def load_bundle(model_dir: Path, version: str) -> LoadedBundle:
     if manifest.version != version:
         raise BundleError(f"{version}: manifest says version {manifest.version}")
     models = load_models(bundle_dir, manifest)
+    backend = backend_for(manifest.model_type)
+    compiled = {}
+    for target, model in models.items():
+        if model is not None:
+            fast = compiled_or_none(backend.compile, model, len(manifest.targets[target].features),
+                                    backend.predict)
+            if fast is not None:
+                compiled[target] = fast
     return LoadedBundle(
         version=manifest.version,
         model_type=manifest.model_type,
@@ -113,6 +133,7 @@ def load_bundle(model_dir: Path, version: str) -> LoadedBundle:
         features={t: tuple(manifest.targets[t].features) for t in TARGETS},
         manifest=manifest,
         spaces={t: manifest.targets[t].space for t in TARGETS},
+        compiled=compiled,
         log_offsets={t: manifest.targets[t].calibration_log_offset for t in TARGETS},
     )
 

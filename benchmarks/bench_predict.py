@@ -1,0 +1,227 @@
+"""The hot path: /predict/bulk/strict latency and throughput of one prediction server
+process, read against the bare model call and a naive handler on the same rows.
+
+    .venv/bin/python -m benchmarks.bench_predict [--batches 1,8,32,100,400]
+        [--concurrency 1,16,64] [--seconds 3] [--url URL]
+
+Trains a real bundle (the retrainer, shipped settings) on 20k rows resampled from the H200
+traces, starts one prediction server process (LATENCY_WORKERS=1) pinned to one CPU, and
+drives it from this process pinned to the other, over keep-alive HTTP/1.1 connections on
+127.0.0.1, for `--seconds` per (batch size, concurrency) cell. Bodies are trace rows as the
+EPP sends them. Per cell: calls/s, row predictions/s, client round-trip p50/p99 and the
+server's own processing_time_ms p50/p99. Then, in this process on the same rows and model:
+the bare model call (XGBoost inplace_predict on a ready float32 matrix, both targets) and a
+naive handler (json, a pydantic object per row, a pandas DataFrame, DMatrix + predict, json),
+so the server's figures read as ratios measured in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from benchmarks.traces import all_trace_rows, prediction_rows, resample
+from shared.features import build_matrix, columns_from_dicts
+from shared.predictor import LoadedBundle, load_current_bundle
+from shared.schemas import PredictionRequest, TrainingEntry
+from shared.settings import TrainingSettings
+from shared.targets import TARGETS
+from tests.live import LiveServer, free_port
+from training_server.db import make_engine
+from training_server.metrics import TrainingMetrics
+from training_server.migrate import upgrade
+from training_server.retrainer import Retrainer
+from training_server.store import SampleStore
+
+PROCESSING = re.compile(rb'"processing_time_ms":([0-9.eE+-]+)')
+MAX_CALLS_PER_CELL = 200_000
+
+
+def say(text: str = "") -> None:
+    print(text, flush=True)  # noqa: T201 (benchmark output)
+
+
+def train_bundle(model_dir: Path, workdir: Path) -> LoadedBundle:
+    url = f"sqlite:///{workdir / 'store.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+    store = SampleStore(engine, test_ratio=0.1)
+    store.add_samples([TrainingEntry.model_validate(r)
+                       for r in resample(all_trace_rows(), 20_000, seed=3)])
+    settings = TrainingSettings(db_url=url, model_dir=model_dir)
+    Retrainer(settings, store, TrainingMetrics(), on_publish=lambda b: None).run_once()
+    engine.dispose()
+    bundle = load_current_bundle(model_dir)
+    assert bundle is not None and all(bundle.has_model(t) for t in TARGETS)
+    return bundle
+
+
+def request_bytes(port: int, body: bytes) -> bytes:
+    head = (f"POST /predict/bulk/strict HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
+    return head.encode() + body
+
+
+async def one_connection(port: int, request: bytes, stop_at: float, budget: list[int],
+                         client_ms: list[float], server_ms: list[float]) -> int:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    errors = 0
+    try:
+        while time.perf_counter() < stop_at and budget[0] > 0:
+            budget[0] -= 1
+            t0 = time.perf_counter()
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+            body = await reader.readexactly(length)
+            client_ms.append((time.perf_counter() - t0) * 1000.0)
+            if not head.startswith(b"HTTP/1.1 200"):
+                errors += 1
+                continue
+            match = PROCESSING.search(body)
+            server_ms.append(float(match.group(1)) if match else float("nan"))
+    finally:
+        writer.close()
+    return errors
+
+
+async def drive(port: int, body: bytes, concurrency: int, seconds: float) -> dict[str, Any]:
+    request = request_bytes(port, body)
+    client_ms: list[float] = []
+    server_ms: list[float] = []
+    budget = [MAX_CALLS_PER_CELL]
+    started = time.perf_counter()
+    errors = await asyncio.gather(*[
+        one_connection(port, request, started + seconds, budget, client_ms, server_ms)
+        for _ in range(concurrency)
+    ])
+    elapsed = time.perf_counter() - started
+    return {"calls": len(client_ms), "errors": sum(errors), "elapsed": elapsed,
+            "client_ms": client_ms, "server_ms": server_ms}
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def bare_call(bundle: LoadedBundle, rows: list[dict[str, Any]]) -> float:
+    """Seconds per call of the library alone: both targets on ready float32 matrices."""
+    columns = columns_from_dicts(rows)
+    matrices = {t: build_matrix(columns, bundle.features[t]) for t in TARGETS}
+    return time_per_call(lambda: [bundle.models[t].inplace_predict(matrices[t]) for t in TARGETS])
+
+
+def naive_call(bundle: LoadedBundle, body: bytes) -> float:
+    """Seconds per call of the handler the existing service is built like."""
+    import pandas as pd
+    import xgboost as xgb
+
+    from shared.features import FEATURES
+
+    def handle() -> bytes:
+        rows = [PredictionRequest(**r) for r in json.loads(body)["requests"]]
+        frame = pd.DataFrame([r.model_dump() for r in rows])
+        frame["pod_type_code"] = [0.0] * len(frame)
+        out = {}
+        for t in TARGETS:
+            names = bundle.features[t]
+            features = pd.DataFrame({n: FEATURES[n]({c: frame[c].to_numpy(dtype=float)
+                                                     for c in frame.columns if c != "pod_type"})
+                                     for n in names})
+            out[t.value] = bundle.models[t].predict(xgb.DMatrix(features))
+        return json.dumps({"predictions": [
+            {"ttft_ms": float(a), "tpot_ms": float(b)}
+            for a, b in zip(out["ttft"], out["tpot"], strict=True)
+        ]}).encode()
+
+    return time_per_call(handle)
+
+
+def time_per_call(fn: Any, seconds: float = 1.0) -> float:
+    for _ in range(5):
+        fn()
+    times = []
+    stop = time.perf_counter() + seconds
+    while time.perf_counter() < stop and len(times) < 100_000:
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", default="1,8,32,100,400")
+    parser.add_argument("--concurrency", default="1,16,64")
+    parser.add_argument("--seconds", type=float, default=3.0)
+    args = parser.parse_args()
+    batches = [int(b) for b in args.batches.split(",")]
+    levels = [int(c) for c in args.concurrency.split(",")]
+    cpus = sorted(os.sched_getaffinity(0))
+    server_cpu, client_cpus = cpus[:1], (cpus[1:] or cpus[:1])
+    trace = all_trace_rows()
+    with tempfile.TemporaryDirectory(prefix="bench-predict-") as tmp:
+        workdir = Path(tmp)
+        bundle = train_bundle(workdir / "models", workdir)
+        env = {"LATENCY_MODEL_DIR": str(workdir / "models"), "LATENCY_WORKERS": "1"}
+        server = LiveServer("prediction_server", free_port(), env, workdir / "server.log")
+        server.start()
+        try:
+            os.sched_setaffinity(server.proc.pid, server_cpu)
+            os.sched_setaffinity(0, client_cpus)
+            say(f"bundle {bundle.version}: {len(bundle.features)} targets; server pid "
+                f"{server.proc.pid} on CPU {server_cpu}, client on CPU {client_cpus}; "
+                f"RSS {rss_mb(server.proc.pid):.0f} MB")
+            say(f"\n{'rows':>5} {'conc':>5} {'calls/s':>9} {'rows/s':>10} {'client p50':>10} "
+                f"{'p99':>7} {'server p50':>10} {'p99':>7} {'errors':>6}")
+            results: dict[tuple[int, int], dict[str, Any]] = {}
+            for batch in batches:
+                body = orjson.dumps({"requests": prediction_rows(resample(trace, batch, seed=batch))})
+                asyncio.run(drive(server.port, body, 1, 0.3))  # warm-up
+                for level in levels:
+                    r = asyncio.run(drive(server.port, body, level, args.seconds))
+                    results[(batch, level)] = r
+                    calls_s = r["calls"] / r["elapsed"]
+                    say(f"{batch:5d} {level:5d} {calls_s:9.0f} {calls_s * batch:10.0f} "
+                        f"{pct(r['client_ms'], 50):10.3f} {pct(r['client_ms'], 99):7.3f} "
+                        f"{pct(r['server_ms'], 50):10.3f} {pct(r['server_ms'], 99):7.3f} "
+                        f"{r['errors']:6d}")
+            rss = rss_mb(server.proc.pid)
+        finally:
+            server.stop()
+        say(f"\nserver RSS after the run: {rss:.0f} MB")
+        say(f"\n## references in this process, same rows and model (rows/s)\n"
+            f"{'rows':>5} {'bare model':>11} {'naive':>9} {'server best':>11} "
+            f"{'server/naive':>12} {'bare/server':>11}")
+        for batch in batches:
+            rows = prediction_rows(resample(trace, batch, seed=batch))
+            body = orjson.dumps({"requests": rows})
+            validated = [PredictionRequest.model_validate(r).model_dump() for r in rows]
+            bare = batch / bare_call(bundle, validated)
+            naive = batch / naive_call(bundle, body)
+            best = max(results[(batch, c)]["calls"] / results[(batch, c)]["elapsed"] * batch
+                       for c in levels)
+            say(f"{batch:5d} {bare:11.0f} {naive:9.0f} {best:11.0f} {best / naive:12.1f} "
+                f"{bare / best:11.1f}")
+
+
+if __name__ == "__main__":
+    main()
