@@ -28,9 +28,9 @@ from shared.tree_eval import CompiledTrees, compiled_or_none
 
 
 # Up to this many rows the flat-array walk beats the libraries' predict, whose fixed cost
-# (~200 us a call for XGBoost) dominates small batches; above it the libraries' C++ wins
+# (~110 us a call for XGBoost's C API) dominates small batches; above it their C++ wins
 # (benchmarks/README.md, bench_predict.py).
-COMPILED_MAX_ROWS = 64
+COMPILED_MAX_ROWS = 32
 
 
 @dataclass(frozen=True)
