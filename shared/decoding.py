@@ -31,36 +31,29 @@ class _Unusual(Exception):
     """The fast path declines; pydantic decides."""
 
 
-def _field(rows: Sequence[Any], name: str, default: float | None) -> np.ndarray:
-    try:
-        if default is None:
-            values = [r[name] for r in rows]
-        else:
-            values = [r.get(name, default) for r in rows]
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise _Unusual from exc
-    # Let numpy infer the type: a string, null or nested value makes a non-numeric array and
-    # goes to pydantic, so the fast path is never laxer than the schema.
-    array = np.array(values)
-    if array.dtype.kind not in "iuf" or array.ndim != 1:
-        raise _Unusual
-    return array.astype(np.float64, copy=False)
+_REQUIRED = FRACTION_FIELDS + REQUIRED_COUNT_FIELDS
+_NAMES = _REQUIRED + OPTIONAL_COUNT_FIELDS
+_FRACTIONS = len(FRACTION_FIELDS)
 
 
 def _fast_columns(rows: Sequence[Any]) -> Columns:
-    columns: Columns = {}
-    for name in FRACTION_FIELDS:
-        values = _field(rows, name, None)
-        if not np.all((values >= 0.0) & (values <= 1.0)):  # also false for NaN
-            raise _Unusual
-        columns[name] = values
-    for name, default in [(n, None) for n in REQUIRED_COUNT_FIELDS] + [
-        (n, 0.0) for n in OPTIONAL_COUNT_FIELDS
-    ]:
-        values = _field(rows, name, default)
-        if not np.all((values >= 0.0) & (values < 2.0**63) & (values == np.floor(values))):
-            raise _Unusual
-        columns[name] = values
+    # One table for every numeric field: numpy infers the type, and a string, null or nested
+    # value makes a non-numeric table that goes to pydantic, so the fast path is never laxer
+    # than the schema.
+    try:
+        table = np.array([[r[n] for n in _REQUIRED] + [r.get(n, 0) for n in OPTIONAL_COUNT_FIELDS]
+                          for r in rows])
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise _Unusual from exc
+    if table.dtype.kind not in "iuf" or table.ndim != 2:
+        raise _Unusual
+    table = table.astype(np.float64, copy=False)
+    fractions, counts = table[:, :_FRACTIONS], table[:, _FRACTIONS:]
+    if not np.all((fractions >= 0.0) & (fractions <= 1.0)):  # also false for NaN
+        raise _Unusual
+    if not np.all((counts >= 0.0) & (counts < 2.0**63) & (counts == np.floor(counts))):
+        raise _Unusual
+    columns: Columns = {name: table[:, i] for i, name in enumerate(_NAMES)}
     pod_types = [r.get("pod_type") for r in rows]
     if not all(p is None or isinstance(p, str) for p in pod_types):
         raise _Unusual
