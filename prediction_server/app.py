@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -19,6 +20,12 @@ from shared.predictor import LoadedBundle, prior_bundle
 from shared.settings import PredictionSettings
 
 
+# A new bundle is loaded and compiled in a worker thread; with CPython's default 5 ms GIL
+# switch interval a request arriving meanwhile could wait that long for the interpreter.
+# 0.5 ms bounds that wait (measured in bench_load.py: server p99 under swaps).
+GIL_SWITCH_INTERVAL_SEC = 0.0005
+
+
 def create_app(settings: PredictionSettings) -> FastAPI:
     slot = ModelSlot(
         prior_bundle(settings.model_type, settings.objective_type, settings.quantile_alpha)
@@ -29,6 +36,7 @@ def create_app(settings: PredictionSettings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_SEC)
         settings.model_dir.mkdir(parents=True, exist_ok=True)
         if settings.sync_from_trainer and settings.training_server_url:
             app.state.sync_client = httpx.AsyncClient(

@@ -15,12 +15,12 @@ model shape this module does not know) keeps the library's predict for that mode
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import orjson
 
 # Deeper trees would take 2^depth nodes each; the library evaluates those better.
 MAX_DEPTH = 10
@@ -102,7 +102,7 @@ def _xgb_depth(tree: dict[str, Any], node: int = 0) -> int:
 
 
 def compile_xgboost(booster: Any) -> CompiledTrees:
-    model = json.loads(booster.save_raw("json"))["learner"]
+    model = orjson.loads(booster.save_raw("json"))["learner"]
     if model["gradient_booster"]["name"] != "gbtree":
         raise ValueError("only gbtree models are compiled")
     if model["objective"]["name"] not in IDENTITY_OBJECTIVES:

@@ -1,0 +1,197 @@
+"""A load run on the hot path while the model changes under it.
+
+    .venv/bin/python -m benchmarks.bench_load [--rate 200] [--seconds 60] [--idle-seconds 10]
+
+Starts a training server (SQLite, a retrain every 10 s) and one prediction server process
+(one worker, model sync every 1 s) on a shared model directory; trains a first bundle on
+5,000 trace rows. Then sends 100-row /predict/bulk/strict calls at a fixed rate (open loop:
+each call is due at its slot, and its latency counts from the slot), first `--idle-seconds`
+with nothing else happening, then `--seconds` while 1,000 trace rows a second flow into the
+trainer, so every retrain publishes a new bundle. Checks every answer: HTTP 200, and each
+target's predictions equal the claimed bundle's own predictions for that body up to one
+factor shared by all rows (the live calibration), so an answer mixing two bundles, or a
+half-loaded one, is counted. Prints p50/p99 idle and under load, errors, mixed answers,
+versions served and the prediction server's RSS over time.
+
+Talks only to 127.0.0.1; bounded in time; ends the servers it started, by PID.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import orjson
+
+from benchmarks.bench_predict import request_bytes, rss_mb
+from benchmarks.traces import all_trace_rows, prediction_rows, resample
+from shared.decoding import decode_prediction_rows
+from shared.predictor import load_bundle
+from shared.targets import TARGETS
+from tests.live import LiveServer, free_port
+
+CONNECTIONS = 32
+
+
+def say(text: str = "") -> None:
+    print(text, flush=True)  # noqa: T201 (benchmark output)
+
+
+async def fire(port: int, request: bytes, rate: float, seconds: float,
+               answers: list[tuple[float, int, bytes]]) -> None:
+    """Open loop: call k is due at start + k / rate; its latency counts from then."""
+    slots: asyncio.Queue[float] = asyncio.Queue()
+    start = time.perf_counter() + 0.05
+    total = int(rate * seconds)
+
+    async def worker() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while True:
+                due = await slots.get()
+                if due < 0:
+                    return
+                writer.write(request)
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+                body = await reader.readexactly(length)
+                status = int(head.split(b" ", 2)[1])
+                answers.append(((time.perf_counter() - due) * 1000.0, status, body))
+        finally:
+            writer.close()
+
+    workers = [asyncio.create_task(worker()) for _ in range(CONNECTIONS)]
+    for k in range(total):
+        due = start + k / rate
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        slots.put_nowait(due)
+    for _ in workers:
+        slots.put_nowait(-1.0)
+    await asyncio.wait_for(asyncio.gather(*workers), timeout=60)
+
+
+def check(answers: list[tuple[float, int, bytes]], model_dir: Path, rows: list[dict[str, Any]]
+          ) -> dict[str, Any]:
+    columns = decode_prediction_rows(rows)
+    expected: dict[str, dict[Any, np.ndarray]] = {}
+    errors = mixed = 0
+    versions: dict[str, int] = {}
+    server_ms = []
+    for _, status, body in answers:
+        if status != 200:
+            errors += 1
+            continue
+        reply = orjson.loads(body)
+        server_ms.append(reply["processing_time_ms"])
+        version = reply["model_version"]
+        versions[version] = versions.get(version, 0) + 1
+        if version not in expected:
+            expected[version] = load_bundle(model_dir, version).predict(columns)
+        for target in TARGETS:
+            got = np.array([p[f"{target.value}_ms"] for p in reply["predictions"]])
+            ratio = got / expected[version][target]
+            if not np.allclose(ratio, ratio[0], rtol=1e-6):
+                mixed += 1
+                break
+    return {"errors": errors, "mixed": mixed, "versions": versions, "server_ms": server_ms}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=200.0, help="100-row calls per second")
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--idle-seconds", type=float, default=10.0)
+    args = parser.parse_args()
+    trace = all_trace_rows()
+    rows = prediction_rows(resample(trace, 100, seed=11))
+    cpus = sorted(os.sched_getaffinity(0))
+    with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
+        workdir = Path(tmp)
+        env = {"LATENCY_DB_URL": f"sqlite:///{workdir / 'store.db'}",
+               "LATENCY_MODEL_DIR": str(workdir / "models"), "LATENCY_WORKERS": "1",
+               "LATENCY_RETRAINING_INTERVAL_SEC": "10", "MODEL_SYNC_INTERVAL_SEC": "1",
+               "LATENCY_KEEP_MODEL_VERSIONS": "50"}
+        trainer = LiveServer("training_server", free_port(), env, workdir / "training.log")
+        predictor = LiveServer("prediction_server", free_port(), env, workdir / "prediction.log")
+        try:
+            trainer.start()
+            predictor.start()
+            os.sched_setaffinity(predictor.proc.pid, cpus[:1])
+            os.sched_setaffinity(trainer.proc.pid, cpus[1:] or cpus[:1])
+            os.sched_setaffinity(0, cpus[1:] or cpus[:1])
+            client = httpx.Client(timeout=30, trust_env=False)
+            client.post(f"{trainer.url}/add_training_data_bulk",
+                        json={"entries": resample(trace, 5_000, seed=1)}).raise_for_status()
+            client.post(f"{trainer.url}/retrain").raise_for_status()
+            deadline = time.monotonic() + 30
+            while client.get(f"{predictor.url}/status").json()["cold_start"]:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the first bundle was not served")
+                time.sleep(0.2)
+            request = request_bytes(predictor.port, orjson.dumps({"requests": rows}))
+            asyncio.run(fire(predictor.port, request, args.rate, 3.0, []))  # warm-up, unscored
+            idle: list[tuple[float, int, bytes]] = []
+            rss = [rss_mb(predictor.proc.pid)]
+            asyncio.run(fire(predictor.port, request, args.rate, args.idle_seconds, idle))
+            rss.append(rss_mb(predictor.proc.pid))
+            loaded: list[tuple[float, int, bytes]] = []
+            feeding = asyncio.Event()
+
+            async def feed() -> None:
+                async with httpx.AsyncClient(timeout=30, trust_env=False) as http:
+                    k = 0
+                    while not feeding.is_set():
+                        batch = resample(trace, 1_000, seed=100 + k)
+                        await http.post(f"{trainer.url}/add_training_data_bulk",
+                                        json={"entries": batch})
+                        rss.append(rss_mb(predictor.proc.pid))
+                        k += 1
+                        try:
+                            await asyncio.wait_for(feeding.wait(), timeout=1.0)
+                        except TimeoutError:
+                            pass
+
+            async def under_load() -> None:
+                feeder = asyncio.create_task(feed())
+                await fire(predictor.port, request, args.rate, args.seconds, loaded)
+                feeding.set()
+                await feeder
+
+            asyncio.run(under_load())
+            retrains = client.get(f"{trainer.url}/retrains", params={"limit": 1000}).json()
+            model_dir = workdir / "models"
+            idle_check, load_check = check(idle, model_dir, rows), check(loaded, model_dir, rows)
+        finally:
+            for server in (predictor, trainer):
+                server.stop()
+    idle_ms = [a[0] for a in idle]
+    load_ms = [a[0] for a in loaded]
+    p = np.percentile
+    ok = [r for r in retrains["retrains"] if r["status"] == "ok"]
+    say(f"## load run: 100-row calls at {args.rate:g}/s; idle {args.idle_seconds:g} s, then "
+        f"{args.seconds:g} s with 1,000 rows/s into the trainer ({len(ok)} retrains)")
+    idle_s, load_s = idle_check["server_ms"], load_check["server_ms"]
+    say(f"idle: {len(idle_ms)} calls, client p50 {p(idle_ms, 50):.2f} / p99 "
+        f"{p(idle_ms, 99):.2f} ms, server p50 {p(idle_s, 50):.2f} / p99 {p(idle_s, 99):.2f} ms,"
+        f" errors {idle_check['errors']}, mixed answers {idle_check['mixed']}")
+    say(f"load: {len(load_ms)} calls, client p50 {p(load_ms, 50):.2f} / p99 "
+        f"{p(load_ms, 99):.2f} ms ({p(load_ms, 99) / p(idle_ms, 99):.2f}x idle), server p50 "
+        f"{p(load_s, 50):.2f} / p99 {p(load_s, 99):.2f} ms ({p(load_s, 99) / p(idle_s, 99):.2f}x"
+        f" idle), errors {load_check['errors']}, mixed answers {load_check['mixed']}, "
+        f"versions served {len(load_check['versions'])}")
+    say(f"prediction server RSS: start {rss[0]:.0f} MB, after idle {rss[1]:.0f} MB, "
+        f"max {max(rss):.0f} MB, end {rss[-1]:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
