@@ -19,7 +19,6 @@ from shared.predict_api import build_predict_router
 from shared.predictor import LoadedBundle, prior_bundle
 from shared.settings import PredictionSettings
 
-
 # A new bundle is loaded and compiled in a worker thread; with CPython's default 5 ms GIL
 # switch interval a request arriving meanwhile could wait that long for the interpreter.
 # 0.5 ms bounds that wait (measured in bench_load.py: server p99 under swaps).

@@ -26,7 +26,6 @@ from shared.target_space import TargetSpace, to_ms
 from shared.targets import TARGETS, Target
 from shared.tree_eval import CompiledTrees, compiled_or_none
 
-
 # Up to this many rows the flat-array walk beats the libraries' predict, whose fixed cost
 # (~110 us a call for XGBoost's C API) dominates small batches; above it their C++ wins
 # (benchmarks/README.md, bench_predict.py).

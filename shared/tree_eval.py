@@ -50,16 +50,14 @@ class CompiledTrees:
         tree_base = (np.arange(n_trees, dtype=np.int32) * internal)[:, None]
         at = np.repeat(tree_base, n, axis=1)
         compare = np.greater if self.left_if_equal else np.greater_equal
+        offsets = self.features * n  # where each node's feature column starts in `values`
         for _ in range(self.depth):
-            v = np.take(values, np.take(self.features_by_n(n), at) + rows)
+            v = np.take(values, np.take(offsets, at) + rows)
             right = compare(v, np.take(self.thresholds, at))
             at += at - tree_base + 1
             at += right
         leaf_at = at - tree_base - internal + (np.arange(n_trees, dtype=np.int32) * width)[:, None]
         return self.base + np.take(self.leaves, leaf_at).sum(axis=0)
-
-    def features_by_n(self, n: int) -> np.ndarray:
-        return self.features * n
 
 
 class _Builder:
