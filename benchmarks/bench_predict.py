@@ -10,7 +10,7 @@ drives it from this process pinned to the other, over keep-alive HTTP/1.1 connec
 127.0.0.1, for `--seconds` per (batch size, concurrency) cell. Bodies are trace rows as the
 EPP sends them. Per cell: calls/s, row predictions/s, client round-trip p50/p99 and the
 server's own processing_time_ms p50/p99. Then, in this process on the same rows and model:
-the bare model call (XGBoost inplace_predict on a ready float32 matrix, both targets) and a
+the bare model call (XGBoost's C API predict on a ready float32 matrix, both targets) and a
 naive handler (json, a pydantic object per row, a pandas DataFrame, DMatrix + predict, json),
 so the server's figures read as ratios measured in one run.
 """
@@ -32,6 +32,7 @@ import numpy as np
 import orjson
 
 from benchmarks.traces import all_trace_rows, prediction_rows, resample
+from shared.backends import backend_for
 from shared.features import build_matrix, columns_from_dicts
 from shared.predictor import LoadedBundle, load_current_bundle
 from shared.schemas import PredictionRequest, TrainingEntry
@@ -116,10 +117,12 @@ def pct(values: list[float], q: float) -> float:
 
 
 def bare_call(bundle: LoadedBundle, rows: list[dict[str, Any]]) -> float:
-    """Seconds per call of the library alone: both targets on ready float32 matrices."""
+    """Seconds per call of the library alone: both targets on ready float32 matrices, through
+    its fastest entry point (XGBoost's C API predict call, as the server uses it)."""
     columns = columns_from_dicts(rows)
     matrices = {t: build_matrix(columns, bundle.features[t]) for t in TARGETS}
-    return time_per_call(lambda: [bundle.models[t].inplace_predict(matrices[t]) for t in TARGETS])
+    backend = backend_for(bundle.model_type)
+    return time_per_call(lambda: [backend.predict(bundle.models[t], matrices[t]) for t in TARGETS])
 
 
 def naive_call(bundle: LoadedBundle, body: bytes) -> float:
