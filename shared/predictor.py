@@ -24,12 +24,17 @@ from shared.prior import PRIOR_VERSION, prior_predict
 from shared.settings import ModelType, ObjectiveType
 from shared.target_space import TargetSpace, to_ms
 from shared.targets import TARGETS, Target
-from shared.tree_eval import CompiledTrees, compiled_or_none
+from shared.tree_eval import EVALUATOR, CompiledTrees, compiled_or_none
 
-# Up to this many rows the flat-array walk beats the libraries' predict, whose fixed cost
-# (~110 us a call for XGBoost's C API) dominates small batches; above it their C++ wins
-# (benchmarks/README.md, bench_predict.py).
-COMPILED_MAX_ROWS = 32
+# The C walk beats the libraries' predict at every batch size (no ~110 us fixed cost per
+# call, and 1.5-2x faster per row); the numpy fallback only up to this many rows, above
+# which the libraries' C++ wins (benchmarks/README.md, bench_predict.py).
+NUMPY_WALK_MAX_ROWS = 32
+
+
+def walk_serves(rows: int) -> bool:
+    """Whether a compiled model, rather than the library, predicts a batch of `rows`."""
+    return EVALUATOR == "c" or rows <= NUMPY_WALK_MAX_ROWS
 
 
 @dataclass(frozen=True)
@@ -90,7 +95,7 @@ class LoadedBundle:
         """The model's answer in ms before any calibration (target must have a model)."""
         matrix = build_matrix(columns, self.features[target])
         compiled = self.compiled.get(target)
-        if compiled is not None and len(matrix) <= COMPILED_MAX_ROWS:
+        if compiled is not None and walk_serves(len(matrix)):
             output = compiled.predict(matrix)
         else:
             output = backend_for(self.model_type).predict(self.models[target], matrix)

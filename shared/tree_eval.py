@@ -3,8 +3,9 @@
 On the hot path the libraries' own predict costs more in fixed overhead than in trees: for
 one row, XGBoost's inplace_predict takes ~250 us per model (benchmarks/README.md). Here every
 tree is padded to a complete binary tree of the ensemble's depth (a leaf above the bottom
-becomes splits that always go left), so a batch walks all trees together: at each level one
-gather of the split feature, one comparison, one index update.
+becomes splits that always go left), so a walk is one comparison and one index update per
+level. The walk runs in C (shared/_treewalk.c, built at install) and, where it could not be
+built, in numpy: all trees of a batch together, one gather, compare and update per level.
 
 Exactness: XGBoost goes left when x < threshold in float32, LightGBM when x <= threshold in
 float64; both are reproduced as such. Our feature rows never hold NaN (the decoder refuses
@@ -16,11 +17,19 @@ model shape this module does not know) keeps the library's predict for that mode
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import orjson
+
+try:
+    from shared import _treewalk
+except ImportError:  # installed without a C compiler
+    _treewalk = None
+
+# Which walk serves: /status and the benchmarks report it.
+EVALUATOR = "c" if _treewalk is not None else "numpy"
 
 # Deeper trees would take 2^depth nodes each; the library evaluates those better.
 MAX_DEPTH = 10
@@ -38,8 +47,29 @@ class CompiledTrees:
     leaves: np.ndarray  # (trees, 2**depth) float64
     base: float  # added to every output
     left_if_equal: bool  # LightGBM: x <= t goes left; XGBoost: only x < t
+    # The C walk's form: float64, and a row goes right when x >= it. For LightGBM that is
+    # the next double above t (x > t exactly when x >= nextafter(t)).
+    right_from: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        thresholds = self.thresholds.astype(np.float64)
+        if self.left_if_equal:
+            thresholds = np.nextafter(thresholds, np.inf)
+        object.__setattr__(self, "right_from", thresholds)
 
     def predict(self, x: np.ndarray) -> np.ndarray:
+        """Raw model output per row of x, a float32 feature matrix (build_matrix)."""
+        return self.predict_numpy(x) if _treewalk is None else self.predict_c(x)
+
+    def predict_c(self, x: np.ndarray) -> np.ndarray:
+        rows = np.ascontiguousarray(x, dtype=np.float32)
+        out = np.empty(len(rows), dtype=np.float64)
+        n_trees = self.leaves.shape[0]
+        _treewalk.walk(rows, self.features, self.right_from, self.leaves, out,
+                       rows.shape[0], rows.shape[1], n_trees, self.depth, self.base)
+        return out
+
+    def predict_numpy(self, x: np.ndarray) -> np.ndarray:
         n_trees, width = self.leaves.shape
         internal = width - 1
         n = x.shape[0]

@@ -1,6 +1,6 @@
-"""The flat-array tree walk predicts what the libraries predict (1e-4 relative, the
-contract's bar; measured ~1e-6), for both backends, both objectives, models without trees,
-deeper legacy shapes, and through a loaded bundle on either side of the size switch."""
+"""The complete-tree walks (C and numpy) predict what the libraries predict (1e-4 relative,
+the contract's bar; measured ~1e-6), for both backends, both objectives, models without
+trees, deeper legacy shapes, and through a loaded bundle at several batch sizes."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ import xgboost as xgb
 from shared.backends import BACKENDS, FitParams
 from shared.decoding import decode_prediction_rows
 from shared.features import build_matrix
-from shared.predictor import COMPILED_MAX_ROWS, load_current_bundle
+from shared.predictor import NUMPY_WALK_MAX_ROWS, load_current_bundle
 from shared.settings import ModelType, ObjectiveType
 from shared.synthetic import synthetic_rows
 from shared.target_space import to_ms
 from shared.targets import TARGETS
-from shared.tree_eval import compiled_or_none
+from shared.tree_eval import EVALUATOR, compiled_or_none
 from tests.conftest import publish_trained_bundle
 
 NAMES = tuple("abcdef")
@@ -50,8 +50,27 @@ def test_compiled_equals_the_library(model_type: ModelType, objective: Objective
     fresh, _ = data(2000, seed=2)
     fresh[:50, 2] = np.repeat(np.arange(5), 10)  # values on the split points themselves
     want = backend.predict(model, fresh)
-    np.testing.assert_allclose(compiled.predict(fresh), want, rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(compiled.predict(fresh[:1]), want[:1], rtol=1e-4, atol=1e-6)
+    for walk in (compiled.predict_c, compiled.predict_numpy):
+        np.testing.assert_allclose(walk(fresh), want, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(walk(fresh[:1]), want[:1], rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(walk(fresh[:17]), want[:17], rtol=1e-4, atol=1e-6)
+
+
+def test_the_c_walk_is_built_and_serves() -> None:
+    # The README's install compiles it (setup.py); without it the numpy walk serves, slower.
+    assert EVALUATOR == "c"
+
+
+def test_the_c_walk_refuses_shapes_its_buffers_do_not_hold(tmp_path: Path) -> None:
+    backend = BACKENDS[ModelType.XGBOOST]
+    x, y = data(500, seed=4)
+    path = tmp_path / "model.json"
+    backend.save(backend.fit(x, y, FitParams(ObjectiveType.QUANTILE, 0.9, n_estimators=5,
+                                             max_depth=3), NAMES), path)
+    compiled = compiled_or_none(backend.compile, backend.load(path), len(NAMES), backend.predict)
+    assert compiled is not None
+    with pytest.raises(ValueError, match="column outside the matrix"):
+        compiled.predict_c(x[:, :1])  # splits on columns this matrix lacks
 
 
 def test_a_model_with_an_output_transform_keeps_the_library() -> None:
@@ -63,17 +82,17 @@ def test_a_model_with_an_output_transform_keeps_the_library() -> None:
 
 
 @pytest.mark.parametrize("model_type", list(ModelType))
-def test_bundle_serves_the_same_either_side_of_the_switch(model_type: ModelType,
-                                                         model_dir: Path) -> None:
+@pytest.mark.parametrize("rows", [1, NUMPY_WALK_MAX_ROWS, 3 * NUMPY_WALK_MAX_ROWS])
+def test_bundle_serves_what_the_library_predicts(model_type: ModelType, rows: int,
+                                                 model_dir: Path) -> None:
     manifest = publish_trained_bundle(model_dir, model_type, seed=5)
     bundle = load_current_bundle(model_dir)
     assert bundle is not None and set(bundle.compiled) == set(TARGETS)
-    columns = decode_prediction_rows(synthetic_rows(3 * COMPILED_MAX_ROWS, seed=6))
-    big = bundle.predict(columns)  # above the switch: the library
-    small = bundle.predict({k: v[:COMPILED_MAX_ROWS] for k, v in columns.items()})
+    columns = decode_prediction_rows(synthetic_rows(rows, seed=6))
+    served = bundle.predict(columns)
     for target in TARGETS:
-        np.testing.assert_allclose(small[target], big[target][:COMPILED_MAX_ROWS], rtol=1e-4)
         entry = manifest.targets[target]
         library = BACKENDS[model_type].predict(bundle.models[target],
                                                build_matrix(columns, entry.features))
-        np.testing.assert_allclose(big[target], to_ms(entry.space, columns, library), rtol=1e-6)
+        want = to_ms(entry.space, columns, library) * bundle.scales[target]
+        np.testing.assert_allclose(served[target], want, rtol=1e-4)
