@@ -12,7 +12,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 Fraction = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 # Upper bound: the store keeps counts as 64-bit integers.
-Count = Annotated[int, Field(ge=0, le=2**63 - 1)]
+COUNT_MAX = 2**63 - 1
+Count = Annotated[int, Field(ge=0, le=COUNT_MAX)]
 Millis = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 
 
