@@ -38,6 +38,7 @@ from shared.predictor import LoadedBundle, load_current_bundle
 from shared.schemas import PredictionRequest, TrainingEntry
 from shared.settings import TrainingSettings
 from shared.targets import TARGETS
+from shared.tree_eval import EVALUATOR
 from tests.live import LiveServer, free_port
 from training_server.db import make_engine
 from training_server.metrics import TrainingMetrics
@@ -125,6 +126,14 @@ def bare_call(bundle: LoadedBundle, rows: list[dict[str, Any]]) -> float:
     return time_per_call(lambda: [backend.predict(bundle.models[t], matrices[t]) for t in TARGETS])
 
 
+def walk_call(bundle: LoadedBundle, rows: list[dict[str, Any]]) -> float:
+    """Seconds per call of the server's own tree walk (shared.tree_eval) on the same ready
+    matrices: what is left of a call once decoding and HTTP are taken away."""
+    columns = columns_from_dicts(rows)
+    matrices = {t: build_matrix(columns, bundle.features[t]) for t in TARGETS}
+    return time_per_call(lambda: [bundle.compiled[t].predict(matrices[t]) for t in TARGETS])
+
+
 def naive_call(bundle: LoadedBundle, body: bytes) -> float:
     """Seconds per call of the handler the existing service is built like."""
     import pandas as pd
@@ -190,7 +199,8 @@ def main() -> None:
         try:
             os.sched_setaffinity(server.proc.pid, server_cpu)
             os.sched_setaffinity(0, client_cpus)
-            say(f"bundle {bundle.version}: {len(bundle.features)} targets; server pid "
+            say(f"bundle {bundle.version}: {len(bundle.features)} targets, tree walk "
+                f"{EVALUATOR}; server pid "
                 f"{server.proc.pid} on CPU {server_cpu}, client on CPU {client_cpus}; "
                 f"RSS {rss_mb(server.proc.pid):.0f} MB")
             say(f"\n{'rows':>5} {'conc':>5} {'calls/s':>9} {'rows/s':>10} {'client p50':>10} "
@@ -212,17 +222,19 @@ def main() -> None:
             server.stop()
         say(f"\nserver RSS after the run: {rss:.0f} MB")
         say(f"\n## references in this process, same rows and model (rows/s)\n"
-            f"{'rows':>5} {'bare model':>11} {'naive':>9} {'server best':>11} "
+            f"{'rows':>5} {'bare model':>11} {'our walk':>10} {'naive':>9} {'server best':>11} "
             f"{'server/naive':>12} {'bare/server':>11}")
         for batch in batches:
             rows = prediction_rows(resample(trace, batch, seed=batch))
             body = orjson.dumps({"requests": rows})
             validated = [PredictionRequest.model_validate(r).model_dump() for r in rows]
             bare = batch / bare_call(bundle, validated)
+            walk = batch / walk_call(bundle, validated)
             naive = batch / naive_call(bundle, body)
             best = max(results[(batch, c)]["calls"] / results[(batch, c)]["elapsed"] * batch
                        for c in levels)
-            say(f"{batch:5d} {bare:11.0f} {naive:9.0f} {best:11.0f} {best / naive:12.1f} "
+            say(f"{batch:5d} {bare:11.0f} {walk:10.0f} {naive:9.0f} {best:11.0f} "
+                f"{best / naive:12.1f} "
                 f"{bare / best:11.1f}")
 
 
