@@ -49,6 +49,7 @@ def create_app(settings: PredictionSettings) -> FastAPI:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            watcher.close()
             if app.state.sync_client is not None:
                 await app.state.sync_client.aclose()
 

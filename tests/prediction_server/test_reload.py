@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
 
+from prediction_server.watcher import LOWEST_PRIORITY
 from shared.artifact import MANIFEST, bundle_dir_for, publish_pointer
 from shared.settings import ModelType, ObjectiveType
 from tests.conftest import publish_trained_bundle
@@ -143,3 +146,14 @@ def test_metrics_expose_histogram_and_row_counters(model_dir: Path) -> None:
     assert 'latency_predicted_rows_total{route="strict"} 16.0' in text
     assert "latency_model_refused_total 0.0" in text
     assert 'latency_model_loaded_info{version="' + V1 + '"} 1.0' in text
+
+
+@pytest.mark.skipif(not hasattr(os, "setpriority"), reason="per-thread nice is Linux's")
+def test_bundles_load_at_the_lowest_cpu_priority(model_dir: Path) -> None:
+    """So a swap on a worker's one CPU does not take half of it from requests."""
+    with running_app(model_dir) as client:
+        watcher = client.app.state.watcher
+        nice = client.portal.call(watcher._off_path, lambda: os.getpriority(
+            os.PRIO_PROCESS, threading.get_native_id()))
+        assert nice == LOWEST_PRIORITY
+        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) < LOWEST_PRIORITY
