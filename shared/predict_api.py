@@ -142,8 +142,10 @@ def build_predict_router(
     )
     async def predict_bulk_strict(request: Request) -> Response:
         """All rows or none: any invalid row answers 422 naming its index and field."""
-        started = time.perf_counter()
         raw = await request.body()
+        # From the complete body on: the time to receive it is the client's upload (on a
+        # busy client host, its scheduling), not our processing.
+        started = time.perf_counter()
         columns = decode_strict_body(raw)
         if columns is None:  # the slow way: pydantic's verdict, and its error if any
             columns = _strict_columns_slowly(raw, max_rows, metrics)
