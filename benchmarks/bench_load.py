@@ -31,7 +31,7 @@ import httpx
 import numpy as np
 import orjson
 
-from benchmarks.bench_predict import request_bytes, rss_mb
+from benchmarks.bench_predict import pin, request_bytes, rss_mb
 from benchmarks.traces import all_trace_rows, prediction_rows, resample
 from shared.decoding import decode_prediction_rows
 from shared.predictor import load_bundle
@@ -39,6 +39,7 @@ from shared.targets import TARGETS
 from tests.live import LiveServer, free_port
 
 CONNECTIONS = 32
+PROCESSING_VERSION = re.compile(rb'"model_version":"([^"]+)"}$')
 
 
 def say(text: str = "") -> None:
@@ -103,7 +104,21 @@ def check(answers: list[tuple[float, int, bytes]], model_dir: Path, rows: list[d
             if not np.allclose(ratio, ratio[0], rtol=1e-6):
                 mixed += 1
                 break
-    return {"errors": errors, "mixed": mixed, "versions": versions, "server_ms": server_ms}
+    return {"errors": errors, "mixed": mixed, "versions": versions, "server_ms": server_ms,
+            "near_swaps": near_swaps([a for a in answers if a[1] == 200])}
+
+
+def near_swaps(answers: list[tuple[float, int, bytes]], before: int = 100,
+               after: int = 20) -> set[int]:
+    """Indexes (among these answers, all 200s) of those around each version change (0.5 s
+    before, 0.1 s after at 200 calls/s): the calls a bundle load in the server could slow."""
+    versions = [PROCESSING_VERSION.search(body) for _, _, body in answers]
+    named = [m.group(1) if m else None for m in versions]
+    near: set[int] = set()
+    for i in range(1, len(named)):
+        if named[i] is not None and named[i - 1] is not None and named[i] != named[i - 1]:
+            near.update(range(max(0, i - before), min(len(named), i + after)))
+    return near
 
 
 def main() -> None:
@@ -126,9 +141,9 @@ def main() -> None:
         try:
             trainer.start()
             predictor.start()
-            os.sched_setaffinity(predictor.proc.pid, cpus[:1])
-            os.sched_setaffinity(trainer.proc.pid, cpus[1:] or cpus[:1])
-            os.sched_setaffinity(0, cpus[1:] or cpus[:1])
+            pin(predictor.proc.pid, cpus[:1])
+            pin(trainer.proc.pid, cpus[1:] or cpus[:1])
+            pin(os.getpid(), cpus[1:] or cpus[:1])
             client = httpx.Client(timeout=30, trust_env=False)
             client.post(f"{trainer.url}/add_training_data_bulk",
                         json={"entries": resample(trace, 5_000, seed=1)}).raise_for_status()
@@ -189,6 +204,13 @@ def main() -> None:
         f"{p(load_s, 50):.2f} / p99 {p(load_s, 99):.2f} ms ({p(load_s, 99) / p(idle_s, 99):.2f}x"
         f" idle), errors {load_check['errors']}, mixed answers {load_check['mixed']}, "
         f"versions served {len(load_check['versions'])}")
+    near = load_check["near_swaps"]
+    around = [v for i, v in enumerate(load_s) if i in near]
+    away = [v for i, v in enumerate(load_s) if i not in near]
+    if around:
+        say(f"load, server side: {len(around)} calls around bundle swaps p50 "
+            f"{p(around, 50):.2f} / p99 {p(around, 99):.2f} ms; {len(away)} others p50 "
+            f"{p(away, 50):.2f} / p99 {p(away, 99):.2f} ms")
     say(f"prediction server RSS: start {rss[0]:.0f} MB, after idle {rss[1]:.0f} MB, "
         f"max {max(rss):.0f} MB, end {rss[-1]:.0f} MB")
 

@@ -69,6 +69,13 @@ def train_bundle(model_dir: Path, workdir: Path) -> LoadedBundle:
     return bundle
 
 
+def pin(pid: int, cpus: list[int]) -> None:
+    """Every thread of process `pid` onto `cpus` (sched_setaffinity(pid) moves only its main
+    thread; threads started before, such as a retrain loop or a thread pool, would roam)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        os.sched_setaffinity(int(task.name), cpus)
+
+
 def request_bytes(port: int, body: bytes) -> bytes:
     head = (f"POST /predict/bulk/strict HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
@@ -197,8 +204,8 @@ def main() -> None:
         server = LiveServer("prediction_server", free_port(), env, workdir / "server.log")
         server.start()
         try:
-            os.sched_setaffinity(server.proc.pid, server_cpu)
-            os.sched_setaffinity(0, client_cpus)
+            pin(server.proc.pid, server_cpu)
+            pin(os.getpid(), client_cpus)
             say(f"bundle {bundle.version}: {len(bundle.features)} targets, tree walk "
                 f"{EVALUATOR}; server pid "
                 f"{server.proc.pid} on CPU {server_cpu}, client on CPU {client_cpus}; "
