@@ -12,7 +12,8 @@ EPP sends them. Per cell: calls/s, row predictions/s, client round-trip p50/p99 
 server's own processing_time_ms p50/p99. Then, in this process on the same rows and model:
 the bare model call (XGBoost's C API predict on a ready float32 matrix, both targets) and a
 naive handler (json, a pydantic object per row, a pandas DataFrame, DMatrix + predict, json),
-so the server's figures read as ratios measured in one run.
+so the server's figures read as ratios measured in one run; and what the server's Prometheus
+metrics add to a call.
 """
 
 from __future__ import annotations
@@ -141,6 +142,16 @@ def walk_call(bundle: LoadedBundle, rows: list[dict[str, Any]]) -> float:
     return time_per_call(lambda: [bundle.compiled[t].predict(matrices[t]) for t in TARGETS])
 
 
+def metrics_call() -> float:
+    """Seconds per call of what the server's Prometheus metrics add to a strict call."""
+    from prometheus_client import CollectorRegistry
+
+    from shared.predict_metrics import PredictMetrics
+
+    metrics = PredictMetrics(CollectorRegistry())
+    return time_per_call(lambda: metrics.observe("strict", 0.0004, 100))
+
+
 def naive_call(bundle: LoadedBundle, body: bytes) -> float:
     """Seconds per call of the handler the existing service is built like."""
     import pandas as pd
@@ -243,6 +254,11 @@ def main() -> None:
             say(f"{batch:5d} {bare:11.0f} {walk:10.0f} {naive:9.0f} {best:11.0f} "
                 f"{best / naive:12.1f} "
                 f"{bare / best:11.1f}")
+        cost_us = metrics_call() * 1e6
+        server_us = [pct(results[(b, c)]["server_ms"], 50) * 1000 for b in batches for c in levels]
+        say(f"\nPrometheus metrics per strict call: {cost_us:.1f} us = "
+            f"{100 * cost_us / max(server_us):.1f}-{100 * cost_us / min(server_us):.1f} % of the "
+            f"server's own p50 above")
 
 
 if __name__ == "__main__":
