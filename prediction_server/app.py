@@ -15,6 +15,8 @@ from prediction_server.metrics import PredictionMetrics
 from prediction_server.routes import ops
 from prediction_server.slot import ModelSlot
 from prediction_server.watcher import ModelWatcher
+from shared import auth
+from shared.limits import RequestLimits, refused_counter
 from shared.predict_api import build_predict_router
 from shared.predictor import LoadedBundle, prior_bundle
 from shared.settings import PredictionSettings
@@ -39,7 +41,7 @@ def create_app(settings: PredictionSettings) -> FastAPI:
         settings.model_dir.mkdir(parents=True, exist_ok=True)
         if settings.sync_from_trainer and settings.training_server_url:
             app.state.sync_client = httpx.AsyncClient(
-                base_url=settings.training_server_url, timeout=10.0
+                base_url=settings.training_server_url, timeout=10.0, auth=auth.TokenAuth(settings)
             )
         await watcher.check()  # serve the published bundle from the first request on
         task = asyncio.create_task(watcher.run(app.state.sync_client), name="model-watcher")
@@ -55,14 +57,19 @@ def create_app(settings: PredictionSettings) -> FastAPI:
 
     app = FastAPI(title="latency-predictor prediction server", lifespan=lifespan)
     app.state.settings, app.state.slot = settings, slot
+    auth.install(app, settings)
+    app.add_middleware(RequestLimits, max_body_bytes=settings.max_body_bytes,
+                       refused=refused_counter(metrics.registry))
     app.state.metrics, app.state.watcher = metrics, watcher
     app.state.sync_client = None
 
     def serving_bundle(request: Request) -> LoadedBundle:
         return slot.bundle
 
+    # Guarded only when configured: a dependency costs the hot path ~10 us a call.
+    epp = auth.require(auth.Access.EPP) if settings.protect_epp_routes else []
     app.include_router(build_predict_router(serving_bundle, metrics.predict,
-                                            settings.max_rows_per_call))
+                                            settings.max_rows_per_call), dependencies=epp)
     app.include_router(ops.router)
     return app
 

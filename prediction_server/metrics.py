@@ -28,6 +28,10 @@ class PredictionMetrics:
         self.watch_errors = Counter(
             "latency_model_watch_errors", "Model watch steps that failed unexpectedly", registry=r
         )
+        self.fleet_report_errors = Counter(
+            "latency_fleet_report_errors", "Version reports the training server did not take "
+            "(serving goes on regardless)", registry=r,
+        )
         self.live_errors = Counter(
             "latency_live_calibration_errors", "Live calibration files that could not be read "
             "(the last good factors keep serving)", registry=r,

@@ -6,7 +6,8 @@ the request path: on a worker's one CPU a bundle load (~26 ms of CPU) would othe
 half of it from requests while it runs. A bundle that fails verification is refused once,
 counted, and the previous bundle keeps serving. With
 LATENCY_SYNC_FROM_TRAINER it first mirrors the trainer's published bundle and calibration
-over HTTP into the local model directory (for pods with no shared volume).
+over HTTP into the local model directory (for pods with no shared volume). With
+TRAINING_SERVER_URL it reports the version it serves after each poll (fleet_report).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import TypeVar
 
 import httpx
 
+from prediction_server.fleet_report import FleetReporter
 from prediction_server.metrics import PredictionMetrics
 from prediction_server.slot import ModelSlot
 from shared.archive import import_bundle
@@ -134,13 +136,18 @@ class ModelWatcher:
             await self._off_path(replace_file, path, data)
 
     async def run(self, client: httpx.AsyncClient | None) -> None:
-        """Poll forever (until cancelled); `client` set means mirror from the trainer first."""
-        while True:
-            try:
-                if client is not None:
-                    await self.sync_from_trainer(client)
-                await self.check()
-            except Exception:  # the loop's edge: whatever broke, keep serving and polling
-                self.metrics.watch_errors.inc()
-                log.exception("model watch step failed; still serving %s", self.slot.bundle.version)
-            await asyncio.sleep(self.settings.model_sync_interval_sec)
+        """Poll forever (until cancelled); `client` set means mirror from the trainer first.
+        With TRAINING_SERVER_URL set, each poll ends by reporting the version served."""
+        async with FleetReporter.open(self.settings, self.metrics) as reporter:
+            while True:
+                try:
+                    if client is not None:
+                        await self.sync_from_trainer(client)
+                    await self.check()
+                    if reporter is not None:
+                        await reporter.report(self.slot.bundle)
+                except Exception:  # the loop's edge: whatever broke, keep serving and polling
+                    self.metrics.watch_errors.inc()
+                    log.exception("model watch step failed; still serving %s",
+                                  self.slot.bundle.version)
+                await asyncio.sleep(self.settings.model_sync_interval_sec)

@@ -39,7 +39,15 @@ def serve(
         "port": settings.port,
         "log_level": settings.log_level,
         "access_log": False,  # one line per hot-path call would cost more than the call
+        # Past this many connections/requests in progress uvicorn answers 503: bounded work.
+        "limit_concurrency": settings.max_concurrency,
+        "timeout_keep_alive": settings.keep_alive_timeout_sec,
     }
+    if settings.tls_cert_file and settings.tls_key_file:
+        options.update(ssl_certfile=str(settings.tls_cert_file),
+                       ssl_keyfile=str(settings.tls_key_file))
+    elif settings.tls_cert_file or settings.tls_key_file:
+        raise SystemExit("TLS needs both LATENCY_TLS_CERT_FILE and LATENCY_TLS_KEY_FILE")
     if factory_path and workers > 1:
         # uvicorn binds host/port in this process; each worker builds its own app and model.
         uvicorn.run(factory_path, factory=True, workers=workers, **options)

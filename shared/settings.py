@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import Enum
 from pathlib import Path
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -50,6 +50,23 @@ class CommonSettings(BaseSettings):
         10_000, ge=1, validation_alias=_env("LATENCY_MAX_ROWS_PER_CALL")
     )
     log_level: str = Field("info", validation_alias=_env("LATENCY_LOG_LEVEL"))
+    # Access control (shared.auth): with a token set, admin and mutating routes need it.
+    api_token: SecretStr | None = Field(None, validation_alias=_env("LATENCY_API_TOKEN"))
+    api_token_file: Path | None = Field(None, validation_alias=_env("LATENCY_API_TOKEN_FILE"))
+    protect_epp_routes: bool = Field(False, validation_alias=_env("LATENCY_PROTECT_EPP_ROUTES"))
+    protect_dashboard: bool = Field(False, validation_alias=_env("LATENCY_PROTECT_DASHBOARD"))
+    # Limits (shared.limits): larger bodies answer 413 before they are read whole; past
+    # this many requests in progress uvicorn answers 503 instead of queueing without bound.
+    max_body_bytes: int = Field(
+        16 * 1024 * 1024, ge=1024, validation_alias=_env("LATENCY_MAX_BODY_BYTES")
+    )
+    max_concurrency: int = Field(1_000, ge=1, validation_alias=_env("LATENCY_MAX_CONCURRENCY"))
+    keep_alive_timeout_sec: float = Field(
+        5.0, gt=0.0, validation_alias=_env("LATENCY_KEEP_ALIVE_TIMEOUT_SEC")
+    )
+    # TLS, served by uvicorn itself when both are set.
+    tls_cert_file: Path | None = Field(None, validation_alias=_env("LATENCY_TLS_CERT_FILE"))
+    tls_key_file: Path | None = Field(None, validation_alias=_env("LATENCY_TLS_KEY_FILE"))
 
 
 class TrainingSettings(CommonSettings):
@@ -105,6 +122,11 @@ class TrainingSettings(CommonSettings):
         1.0, gt=0.0, validation_alias=_env("LATENCY_CALIBRATION_INTERVAL_SEC")
     )
     migrate_on_start: bool = Field(True, validation_alias=_env("LATENCY_MIGRATE_ON_START"))
+    # Bulk ingestions waiting on the store at once; more answer 429 (shed, counted) so a
+    # flood costs bounded memory instead of a growing queue of decoded batches.
+    max_concurrent_ingests: int = Field(
+        4, ge=1, validation_alias=_env("LATENCY_MAX_CONCURRENT_INGESTS")
+    )
 
 
 class PredictionSettings(CommonSettings):

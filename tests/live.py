@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -20,9 +21,13 @@ def free_port() -> int:
 
 
 class LiveServer:
-    def __init__(self, module: str, port: int, env: dict[str, str], log_path: Path):
+    def __init__(self, module: str, port: int, env: dict[str, str], log_path: Path,
+                 tls_ca: Path | None = None):
+        """`tls_ca`: the server serves https with a certificate this CA file signed."""
         self.module, self.port, self.env, self.log_path = module, port, env, log_path
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"{'https' if tls_ca else 'http'}://127.0.0.1:{port}"
+        self.verify: ssl.SSLContext | bool = (
+            ssl.create_default_context(cafile=str(tls_ca)) if tls_ca else True)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, ready_timeout: float = 60.0) -> LiveServer:
@@ -37,7 +42,8 @@ class LiveServer:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.module} exited: {self.log_path.read_text()[-2000:]}")
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
+                if httpx.get(f"{self.url}/readyz", timeout=1.0,
+                             verify=self.verify).status_code == 200:
                     return self
             except httpx.HTTPError:
                 pass

@@ -9,7 +9,9 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 
+from shared import auth
 from shared.artifact import BundleError
+from shared.limits import RequestLimits, refused_counter
 from shared.predict_api import build_predict_router
 from shared.predict_metrics import PredictMetrics
 from shared.predictor import LoadedBundle, load_current_bundle, prior_bundle
@@ -20,8 +22,9 @@ from training_server.db import make_engine
 from training_server.leadership import make_leadership
 from training_server.live_calibrator import LiveCalibrator
 from training_server.metrics import TrainingMetrics
+from training_server.prediction_fleet import PredictionFleet
 from training_server.retrainer import Retrainer
-from training_server.routes import models, ops, samples
+from training_server.routes import dashboard, fleet, models, ops, samples
 from training_server.store import SampleStore
 
 log = logging.getLogger(__name__)
@@ -75,11 +78,18 @@ def create_app(settings: TrainingSettings, *, start_loop: bool = True) -> FastAP
 
     app = FastAPI(title="latency-predictor training server", lifespan=lifespan)
     app.state.settings = settings
+    auth.install(app, settings)
+    app.add_middleware(RequestLimits, max_body_bytes=settings.max_body_bytes,
+                       refused=refused_counter(metrics.registry),
+                       capped={"/add_training_data_bulk": settings.max_concurrent_ingests})
     app.state.metrics = metrics
     app.state.bundle = None
+    app.state.fleet = PredictionFleet()  # prediction servers' reports, in memory only
     app.include_router(samples.router)
     app.include_router(models.router)
     app.include_router(ops.router)
+    app.include_router(fleet.router)
+    app.include_router(dashboard.router)
 
     def serving_bundle(request: Request) -> LoadedBundle:
         return request.app.state.bundle or prior_bundle(
@@ -88,6 +98,7 @@ def create_app(settings: TrainingSettings, *, start_loop: bool = True) -> FastAP
 
     app.include_router(
         build_predict_router(serving_bundle, PredictMetrics(metrics.registry),
-                             settings.max_rows_per_call)
+                             settings.max_rows_per_call),
+        dependencies=auth.require(auth.Access.EPP),
     )
     return app

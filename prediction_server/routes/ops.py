@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request, Response
 from prometheus_client import generate_latest
 
 from prediction_server.watcher import ModelWatcher
+from shared.auth import Access, require
 from shared.predictor import LoadedBundle
 from shared.responses import rfc3339
 from shared.targets import TARGETS
@@ -33,7 +34,7 @@ def _model_fields(bundle: LoadedBundle) -> dict[str, Any]:
     }
 
 
-@router.get("/")
+@router.get("/", dependencies=require(Access.EPP))
 async def root(request: Request) -> dict[str, Any]:
     return {
         "service": "latency-predictor prediction server",
@@ -56,7 +57,7 @@ async def readyz(request: Request) -> dict[str, Any]:
     return {"status": "ready", "model_version": bundle.version, "cold_start": bundle.is_prior}
 
 
-@router.get("/status")
+@router.get("/status", dependencies=require(Access.EPP))
 async def status(request: Request) -> dict[str, Any]:
     bundle = _bundle(request)
     watcher: ModelWatcher = request.app.state.watcher
@@ -78,7 +79,7 @@ async def status(request: Request) -> dict[str, Any]:
     }
 
 
-@router.post("/reload")
+@router.post("/reload", dependencies=require(Access.ADMIN))
 async def reload(request: Request) -> dict[str, Any]:
     """Look for a newer bundle now instead of at the next poll."""
     watcher: ModelWatcher = request.app.state.watcher
@@ -96,7 +97,7 @@ async def reload(request: Request) -> dict[str, Any]:
     }
 
 
-@router.get("/metrics")
+@router.get("/metrics", dependencies=require(Access.EPP))
 async def metrics(request: Request) -> Response:
     return Response(
         generate_latest(request.app.state.metrics.registry),

@@ -11,6 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from shared.archive import import_bundle, pack_bundle
 from shared.artifact import MANIFEST, BundleError, bundle_dir_for
+from shared.auth import Access, require
 from shared.backends import XGBoostBackend, backend_for
 from shared.live_calibration import LIVE_CALIBRATION
 from shared.predictor import LoadedBundle, load_bundle
@@ -57,7 +58,7 @@ def _file_info(path: Path | None) -> dict[str, Any]:
     }
 
 
-@router.get("/model/download/info")
+@router.get("/model/download/info", dependencies=require(Access.EPP))
 async def download_info(request: Request, settings: SettingsDep) -> dict[str, Any]:
     bundle = current(request)
     model_type = bundle.model_type if bundle else settings.model_type
@@ -79,14 +80,14 @@ async def download_info(request: Request, settings: SettingsDep) -> dict[str, An
     }
 
 
-@router.get("/model/{target}/xgb/json")
+@router.get("/model/{target}/xgb/json", dependencies=require(Access.EPP))
 async def xgb_trees(request: Request, target: Target) -> Response:
     _, model = _model_of(request, target, ModelType.XGBOOST)
     dumps = XGBoostBackend().tree_dumps(model)
     return Response(b"[" + ",".join(dumps).encode() + b"]", media_type="application/json")
 
 
-@router.get("/model/{target}/lgb/txt")
+@router.get("/model/{target}/lgb/txt", dependencies=require(Access.EPP))
 async def lgb_text(request: Request, settings: SettingsDep, target: Target) -> Response:
     bundle, _ = _model_of(request, target, ModelType.LIGHTGBM)
     path = _file_of(request, settings, target.value)
@@ -94,13 +95,13 @@ async def lgb_text(request: Request, settings: SettingsDep, target: Target) -> R
     return Response(path.read_bytes(), media_type="text/plain; charset=utf-8")
 
 
-@router.get("/model/{target}/lgb/importances")
+@router.get("/model/{target}/lgb/importances", dependencies=require(Access.EPP))
 async def lgb_importances(request: Request, target: Target) -> dict[str, float]:
     bundle, model = _model_of(request, target, ModelType.LIGHTGBM)
     return backend_for(ModelType.LIGHTGBM).importances(model, bundle.features[target])
 
 
-@router.get("/model/{name}/info")
+@router.get("/model/{name}/info", dependencies=require(Access.EPP))
 async def model_info(request: Request, settings: SettingsDep, name: str) -> dict[str, Any]:
     path = _file_of(request, settings, name)
     bundle = current(request)
@@ -114,7 +115,7 @@ async def model_info(request: Request, settings: SettingsDep, name: str) -> dict
     }
 
 
-@router.get("/model/{name}/download")
+@router.get("/model/{name}/download", dependencies=require(Access.EPP))
 async def model_download(request: Request, settings: SettingsDep, name: str) -> Response:
     path = _file_of(request, settings, name)
     if path is None or not path.is_file():
@@ -125,7 +126,7 @@ async def model_download(request: Request, settings: SettingsDep, name: str) -> 
     )
 
 
-@router.get("/calibration")
+@router.get("/calibration", dependencies=require(Access.EPP))
 async def live_calibration(settings: SettingsDep) -> Response:
     """The live calibration file (shared.live_calibration), for prediction servers that
     mirror from the trainer instead of sharing the model directory; 404 while there is none."""
@@ -136,7 +137,7 @@ async def live_calibration(settings: SettingsDep) -> Response:
     return Response(data, media_type="application/json")
 
 
-@router.get("/models/list")
+@router.get("/models/list", dependencies=require(Access.EPP))
 async def models_list(request: Request, settings: SettingsDep) -> dict[str, Any]:
     bundle = current(request)
     return {
@@ -148,7 +149,7 @@ async def models_list(request: Request, settings: SettingsDep) -> dict[str, Any]
     }
 
 
-@router.get("/model/export")
+@router.get("/model/export", dependencies=require(Access.ADMIN))
 async def model_export(request: Request, settings: SettingsDep, store: StoreDep) -> Response:
     bundle = current(request)
     if bundle is None or bundle.manifest is None:
@@ -171,7 +172,7 @@ async def model_export(request: Request, settings: SettingsDep, store: StoreDep)
     )
 
 
-@router.post("/model/import")
+@router.post("/model/import", dependencies=require(Access.ADMIN))
 async def model_import(request: Request, settings: SettingsDep) -> dict[str, Any]:
     """Publish an exported bundle (verified first): seeds a cold start or rolls back."""
     archive = await request.body()

@@ -10,6 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
+from shared.auth import Access, require
 from shared.backends import backend_for
 from shared.responses import rfc3339
 from shared.schemas import FlushRequest
@@ -29,7 +30,7 @@ def _jsonable(row: dict[str, Any] | None) -> dict[str, Any] | None:
     return {k: rfc3339(v) if isinstance(v, datetime) else v for k, v in row.items()}
 
 
-@router.get("/")
+@router.get("/", dependencies=require(Access.EPP))
 async def root(request: Request) -> dict[str, Any]:
     return {
         "service": "latency-predictor training server",
@@ -79,13 +80,13 @@ def _status_payload(request: Request, counts: dict[str, Any], retrainer: Any) ->
     }
 
 
-@router.get("/data/status")
+@router.get("/data/status", dependencies=require(Access.EPP))
 async def data_status(request: Request, store: StoreDep, retrainer: RetrainerDep) -> dict[str, Any]:
     counts = await run_in_threadpool(store.counts)
     return _status_payload(request, counts, retrainer)
 
 
-@router.get("/retrains")
+@router.get("/retrains", dependencies=require(Access.DASHBOARD))
 async def list_retrains(
     store: StoreDep,
     limit: int = Query(50, ge=1, le=1000),
@@ -96,7 +97,7 @@ async def list_retrains(
     return {"retrains": [_jsonable(r) for r in rows], "limit": limit, "offset": offset}
 
 
-@router.post("/retrain")
+@router.post("/retrain", dependencies=require(Access.ADMIN))
 async def retrain_now(retrainer: RetrainerDep) -> dict[str, Any]:
     """Run one retrain now (if new samples arrived) instead of waiting for the loop.
 
@@ -105,7 +106,7 @@ async def retrain_now(retrainer: RetrainerDep) -> dict[str, Any]:
     return {"outcome": outcome, "last_error": retrainer.state.last_error}
 
 
-@router.post("/flush")
+@router.post("/flush", dependencies=require(Access.ADMIN))
 async def flush(
     store: StoreDep, retrainer: RetrainerDep, body: FlushRequest | None = None
 ) -> dict[str, Any]:
@@ -129,7 +130,7 @@ async def flush(
     }
 
 
-@router.get("/metrics")
+@router.get("/metrics", dependencies=require(Access.EPP))
 async def metrics(
     request: Request, settings: SettingsDep, store: StoreDep, retrainer: RetrainerDep,
     m: MetricsDep,

@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
+from shared.auth import Access, require
 from shared.schemas import BulkTrainingEnvelope, TrainingEntry
 from training_server.deps import MetricsDep, SettingsDep, StoreDep
 
@@ -32,7 +33,8 @@ def validate_entries(rows: list[dict[str, Any]]) -> tuple[list[TrainingEntry], l
     return valid, errors
 
 
-@router.post("/add_training_data_bulk", status_code=202)
+@router.post("/add_training_data_bulk", status_code=202,
+             dependencies=require(Access.EPP))
 async def add_training_data_bulk(
     payload: BulkTrainingEnvelope, store: StoreDep, settings: SettingsDep, metrics: MetricsDep
 ) -> dict[str, Any]:

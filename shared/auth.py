@@ -1,0 +1,125 @@
+"""Access control: an optional bearer token on admin routes, and optionally on the rest.
+
+Threat model (README "Access control"): the servers sit inside the cluster next to the
+gateway. The EPP sends no credentials, so its routes (predict, ingestion, status, model
+info, metrics) stay open unless LATENCY_PROTECT_EPP_ROUTES is set. What can destroy data or
+swap the model (flush, reload, retrain, bundle export and import) needs the token once one
+is configured; probes never do. Without a token everything is open, as in the llm-d
+service, and the server says so at start-up.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Iterator
+from enum import Enum
+from pathlib import Path
+
+import httpx
+from fastapi import Depends, HTTPException, Request
+
+from shared.settings import CommonSettings
+
+log = logging.getLogger(__name__)
+
+
+class Access(str, Enum):
+    ADMIN = "admin"  # always guarded when a token is configured
+    EPP = "epp"  # guarded only with LATENCY_PROTECT_EPP_ROUTES
+    DASHBOARD = "dashboard"  # guarded only with LATENCY_PROTECT_DASHBOARD
+
+
+class TokenSource:
+    """The configured token; a file (a Kubernetes Secret volume) is re-read when it changes,
+    so a rotated secret takes effect without a restart."""
+
+    def __init__(self, settings: CommonSettings):
+        self.inline = settings.api_token.get_secret_value() if settings.api_token else None
+        self.path: Path | None = settings.api_token_file
+        self._stamp: tuple[int, int, int] | None = None
+        self._from_file: str | None = None
+
+    def current(self) -> str | None:
+        if self.path is None:
+            return self.inline or None
+        try:
+            stat = self.path.stat()
+        except OSError:
+            # A configured but unreadable secret must not open the routes: refuse everyone.
+            return ""
+        # A Secret volume swaps a symlink: a new inode even when mtime and size match.
+        stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        if stamp != self._stamp:
+            try:
+                self._from_file = self.path.read_text().strip()
+            except OSError:
+                return ""
+            self._stamp = stamp
+        return self._from_file
+
+    @property
+    def configured(self) -> bool:
+        return self.path is not None or bool(self.inline)
+
+
+def presented_token(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value:
+        return value.strip()
+    return request.headers.get("x-api-token")
+
+
+def _guarded(access: Access, settings: CommonSettings) -> bool:
+    if access is Access.EPP:
+        return settings.protect_epp_routes
+    if access is Access.DASHBOARD:
+        return settings.protect_dashboard
+    return True
+
+
+def check(request: Request, access: Access) -> None:
+    """Raise 401 unless `access` is open here or the request carries the token."""
+    source: TokenSource = request.app.state.token_source
+    if not source.configured or not _guarded(access, request.app.state.settings):
+        return
+    expected = source.current()
+    given = presented_token(request)
+    if not expected or given is None or not hmac.compare_digest(given.encode(), expected.encode()):
+        raise HTTPException(
+            401, "missing or invalid API token: send `Authorization: Bearer <token>` "
+                 "(LATENCY_API_TOKEN / LATENCY_API_TOKEN_FILE)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
+
+def require(access: Access) -> list:
+    """Route dependencies: `@router.post(..., dependencies=require(Access.ADMIN))`."""
+    def dependency(request: Request) -> None:
+        check(request, access)
+    return [Depends(dependency)]
+
+
+def install(app: object, settings: CommonSettings) -> None:
+    """Attach the token source to an app and say at start-up what is open."""
+    source = TokenSource(settings)
+    app.state.token_source = source  # type: ignore[attr-defined]
+    if not source.configured:
+        log.warning("no LATENCY_API_TOKEN: admin routes (flush, reload, import...) are open")
+    elif settings.protect_epp_routes:
+        log.info("API token required on every route but the probes")
+
+
+class TokenAuth(httpx.Auth):
+    """httpx auth for one of our servers calling another (a prediction server syncing from
+    the trainer): the token as configured at each request, so rotation needs no restart."""
+
+    def __init__(self, settings: CommonSettings):
+        self.source = TokenSource(settings)
+
+    def auth_flow(self, request: httpx.Request) -> Iterator[httpx.Request]:
+        token = self.source.current()
+        if token:
+            request.headers["Authorization"] = f"Bearer {token}"
+        yield request

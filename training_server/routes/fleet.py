@@ -1,0 +1,70 @@
+"""Fleet routes: prediction servers report the version they serve; the dashboard lists them."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
+
+from shared.auth import Access, require
+from shared.responses import rfc3339
+from training_server.prediction_fleet import PredictionFleet, SeenServer, ServerReport
+
+router = APIRouter()
+
+
+class PredictionServerReport(BaseModel):
+    """What a prediction server (worker) says about itself every model-sync interval."""
+
+    model_config = ConfigDict(extra="ignore")  # newer servers may say more
+
+    id: str = Field(min_length=1, max_length=200, description="hostname/pid of the worker")
+    model_version: str = Field(min_length=1, max_length=64)
+    loaded_at: datetime | None = Field(None, description="when it swapped that version in")
+    is_ready: StrictBool
+    interval_s: float | None = Field(
+        None, gt=0.0, le=86_400.0, description="how often it reports; sets when it is stale"
+    )
+
+
+def _fleet(request: Request) -> PredictionFleet:
+    return request.app.state.fleet
+
+
+def _listed(server: SeenServer, now: float, current: str | None) -> dict[str, Any]:
+    report = server.report
+    return {
+        "id": report.id,
+        "model_version": report.model_version,
+        # None while the trainer has no bundle: nothing to be behind of yet
+        "on_current_version": None if current is None else report.model_version == current,
+        "loaded_at": rfc3339(report.loaded_at),
+        "is_ready": report.is_ready,
+        "last_seen": rfc3339(datetime.fromtimestamp(server.last_seen, UTC)),
+        "seen_ago_s": round(server.seen_ago_s(now), 3),
+        "stale": server.is_stale(now),
+        "stale_after_s": report.stale_after_s(),
+    }
+
+
+@router.post("/prediction_servers/report", dependencies=require(Access.EPP))
+async def report(request: Request, body: PredictionServerReport) -> dict[str, Any]:
+    _fleet(request).record(ServerReport(**body.model_dump()))
+    return {"recorded": body.id}
+
+
+@router.get("/prediction_servers", dependencies=require(Access.DASHBOARD))
+async def list_prediction_servers(request: Request) -> dict[str, Any]:
+    """Newest report first, with the version this trainer serves to compare against."""
+    bundle = request.app.state.bundle
+    manifest = getattr(bundle, "manifest", None)
+    current = getattr(bundle, "version", None)
+    now = time.time()
+    return {
+        "current_version": current,
+        "current_version_created_at": rfc3339(manifest.created_at) if manifest else None,
+        "servers": [_listed(s, now, current) for s in _fleet(request).newest_first()],
+    }
