@@ -1,9 +1,23 @@
-"""`latency-predictor` command: demo, migrate, and the two servers.
+"""`latency-predictor` command: demo, migrate, operator tools, and the two servers.
 
     latency-predictor demo [--duration 60]   both servers + a built-in load, then stop
     latency-predictor migrate                 alembic upgrade head on LATENCY_DB_URL
+    latency-predictor status [--training-url URL] [--prediction-url URL ...] [--json]
+                                              health, versions, samples, last retrain, leader
     latency-predictor retrains [-n 10]        the last retrains and their metrics
+    latency-predictor predict (--file ROW.json | --input-token-length N ...) [--json]
+                                              one row to POST /predict
+    latency-predictor export [-o FILE]        download the current model bundle (.tar.gz)
+    latency-predictor import FILE [--url URL | --model-dir DIR]
+                                              publish a bundle on a trainer, or into a
+                                              model directory with no server (cold start)
     latency-predictor training-server|prediction-server [--host H --port P]
+
+Server URLs default to http://127.0.0.1:8000 (training) and :8001 (prediction). status,
+predict, export and import exit 0 on success, 1 on an expected failure (a server down or
+refusing, printed as one line), 2 on a usage error. Where the servers require a token, the
+commands send LATENCY_API_TOKEN (or the file named by LATENCY_API_TOKEN_FILE) from the
+environment, as the servers themselves read it.
 """
 
 from __future__ import annotations
@@ -11,6 +25,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -29,12 +44,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     retrains.add_argument("--url", default="http://127.0.0.1:8000", help="training server")
     retrains.add_argument("-n", "--limit", type=int, default=10)
     retrains.add_argument("--json", action="store_true", help="JSON instead of a table")
+    for name, help_text, add_arguments, handler in _tools():
+        tool = sub.add_parser(name, help=help_text, description=help_text)
+        add_arguments(tool)
+        tool.set_defaults(handler=handler, tool_parser=tool)
     sub.add_parser("training-server", help="run the training server", add_help=False)
     sub.add_parser("prediction-server", help="run the prediction server", add_help=False)
     if args and args[0] in ("training-server", "prediction-server"):
         _server(args[0], args[1:])
         return
     parsed = parser.parse_args(args)
+    if getattr(parsed, "handler", None) is not None:
+        raise SystemExit(_run_tool(parsed))
     if parsed.command == "demo":
         from shared.demo import run_demo
 
@@ -50,6 +71,33 @@ def main(argv: Sequence[str] | None = None) -> None:
         url = TrainingSettings().db_url
         upgrade(url)
         print(f"store at {url} is at the newest revision")  # noqa: T201 (CLI output)
+
+
+def _tools() -> list[tuple[str, str, Any, Any]]:
+    """(name, help, add_arguments, run) of the operator subcommands; each run returns the
+    exit code and raises CliError (one line, exit 1) or UsageError (exit 2)."""
+    from shared import cli_bundle, cli_predict, cli_status
+
+    return [
+        ("status", cli_status.HELP, cli_status.add_arguments, cli_status.run),
+        ("predict", cli_predict.HELP, cli_predict.add_arguments, cli_predict.run),
+        ("export", cli_bundle.EXPORT_HELP, cli_bundle.add_export_arguments, cli_bundle.run_export),
+        ("import", cli_bundle.IMPORT_HELP, cli_bundle.add_import_arguments, cli_bundle.run_import),
+    ]
+
+
+def _run_tool(parsed: argparse.Namespace) -> int:
+    from shared.cli_http import CliError, UsageError
+
+    try:
+        return int(parsed.handler(parsed))
+    except UsageError as exc:
+        parsed.tool_parser.error(str(exc))  # usage and message on stderr, exit 2
+    except CliError as exc:
+        print(f"latency-predictor {parsed.command}: {exc}", file=sys.stderr)  # noqa: T201
+    except KeyboardInterrupt:
+        return 130
+    return 1
 
 
 def _server(name: str, argv: list[str]) -> None:
