@@ -148,9 +148,27 @@ def write_bundle(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    publish_pointer(model_dir, manifest.version)
+    try:
+        publish_pointer(model_dir, manifest.version)
+    except BaseException:
+        _drop_unpublished(model_dir, final, manifest.version)
+        raise
     prune_versions(model_dir, keep=keep)
     return final
+
+
+def _drop_unpublished(model_dir: Path, folder: Path, version: str) -> None:
+    """Remove a version folder whose pointer could not be written. Readers follow CURRENT
+    only, so none can be reading it; kept, a pointer that fails at every retrain would add
+    one bundle per interval (never pruned: pruning follows a publish) until the disk fills.
+    When the pointer did move (only its directory fsync failed), or CURRENT cannot be read,
+    the folder stays."""
+    try:
+        published = read_current_version(model_dir)
+    except OSError:
+        return
+    if published != version:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def prune_versions(model_dir: Path, *, keep: int) -> list[str]:
@@ -169,6 +187,8 @@ def read_manifest(bundle_dir: Path) -> Manifest:
         return Manifest.model_validate_json((bundle_dir / MANIFEST).read_bytes())
     except FileNotFoundError as exc:
         raise BundleError(f"{bundle_dir.name}: no {MANIFEST}") from exc
+    except OSError as exc:  # a directory, an I/O error (ESTALE on NFS): unservable as well
+        raise BundleError(f"{bundle_dir.name}: cannot read {MANIFEST}: {exc}") from exc
     except ValidationError as exc:
         raise BundleError(f"{bundle_dir.name}: invalid manifest: {exc}") from exc
 
@@ -190,7 +210,11 @@ def load_models(bundle_dir: Path, manifest: Manifest) -> dict[Target, Any | None
         path = bundle_dir / entry.file
         if path.parent != bundle_dir or not path.is_file():
             raise BundleError(f"{manifest.version}: missing model file {entry.file!r}")
-        if sha256_file(path) != entry.sha256:
+        try:
+            digest = sha256_file(path)
+        except OSError as exc:
+            raise BundleError(f"{manifest.version}: cannot read {entry.file}: {exc}") from exc
+        if digest != entry.sha256:
             raise BundleError(f"{manifest.version}: checksum mismatch for {entry.file}")
         try:
             model = backend.load(path)

@@ -37,6 +37,14 @@ class LiveServer:
                  "--port", str(self.port)],
                 env={**os.environ, **self.env}, stdout=log, stderr=subprocess.STDOUT,
             )
+        try:
+            return self._wait_ready(ready_timeout)
+        except BaseException:  # never leave a half-started server behind
+            self.kill()
+            raise
+
+    def _wait_ready(self, ready_timeout: float) -> LiveServer:
+        assert self.proc is not None
         deadline = time.monotonic() + ready_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

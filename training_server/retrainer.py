@@ -57,6 +57,16 @@ def replica_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+class PublishedNotRecorded(Exception):
+    """The bundle was published (CURRENT names it, this replica serves it) but recording
+    the retrain failed: a failed retrain whose model is nevertheless the one served."""
+
+    def __init__(self, version: str, cause: BaseException):
+        super().__init__(f"published {version}, but the retrain was not recorded: "
+                         f"{type(cause).__name__}: {cause}")
+        self.version = version
+
+
 @dataclass
 class RetrainState:
     trained_through: int = 0  # highest sample id the published model has seen
@@ -211,27 +221,35 @@ class Retrainer:
         write_bundle(s.model_dir, manifest, {t: f.model for t, f in fits.items()},
                      keep=s.keep_model_versions)
         bundle = load_bundle(s.model_dir, manifest.version)  # verify what readers will read
+        # Published: CURRENT names this bundle now. Serve it and mark its rows as trained
+        # before the bookkeeping below, which needs the store: when that fails (a locked or
+        # lost database) this replica's routes and /model/export must not lag behind
+        # CURRENT, and the next tick must not publish yet another version of the same rows.
+        previous_through = self.state.trained_through
         self.bundle = bundle
+        self.state.trained_through = watermark
+        self.metrics.model_published_at.set(started.timestamp())
+        self.on_publish(bundle)
         row = self._row(manifest.version, "ok", None, watermark, started, t0, fits)
-        row.update(self._live_scores(watermark), window_limit=window_limit, regimes={
-            t.value: f.regimes for t, f in fits.items() if f.regimes
-        })
-        next_limit = self.window.observe(row["duration_s"],
-                                         max(f.train_samples for f in fits.values()))
+        try:
+            row.update(self._live_scores(previous_through, watermark),
+                       window_limit=window_limit,
+                       regimes={t.value: f.regimes for t, f in fits.items() if f.regimes})
+            next_limit = self.window.observe(row["duration_s"],
+                                             max(f.train_samples for f in fits.values()))
+            self.store.record_retrain(row)
+        except Exception as exc:
+            raise PublishedNotRecorded(manifest.version, exc) from exc
         if next_limit != window_limit:
             log.info("training window %d -> %d rows per target (retrain took %.2f s, budget "
                      "%.2f s)", window_limit, next_limit, row["duration_s"], self.window.budget_sec)
         self.metrics.window_limit.set(next_limit)
-        self.store.record_retrain(row)
-        self.state.trained_through = watermark
         self.state.consecutive_failures = 0
         self.state.last_error = None
         self.state.last_success = row
         self.metrics.consecutive_failures.set(0)
         self.metrics.retrain_seconds.observe(row["duration_s"])
         self.metrics.observe_retrain(row)
-        self.metrics.model_published_at.set(started.timestamp())
-        self.on_publish(bundle)
         log.info(
             "retrain ok version=%s duration_s=%.3f %s", manifest.version, row["duration_s"],
             " ".join(f"{k}={v:.4g}" for k, v in row.items()
@@ -256,10 +274,10 @@ class Retrainer:
                 row[f"{t}_{name}"] = fit.metrics.get(name)
         return row
 
-    def _live_scores(self, watermark: int) -> dict[str, Any]:
-        """The p90s served since the previous retrain against the actuals that arrived
-        since: the models that answered never saw these rows."""
-        rows = self.store.served_since(self.state.trained_through, limit=LIVE_SCORE_ROWS)
+    def _live_scores(self, after_id: int, watermark: int) -> dict[str, Any]:
+        """The p90s served since the previous retrain (rows after `after_id`) against the
+        actuals that arrived since: the models that answered never saw these rows."""
+        rows = self.store.served_since(after_id, limit=LIVE_SCORE_ROWS)
         keep = rows.ids <= watermark
         out: dict[str, Any] = {}
         for target in TARGETS:
@@ -278,9 +296,11 @@ class Retrainer:
         self.state.last_error = f"{type(exc).__name__}: {exc}"
         self.metrics.retrains.labels("failed").inc()
         self.metrics.consecutive_failures.set(self.state.consecutive_failures)
+        version = exc.version if isinstance(exc, PublishedNotRecorded) else None
         try:
             self.store.record_retrain(
-                self._row(None, "failed", self.state.last_error[:2000], watermark, started, t0, {})
+                self._row(version, "failed", self.state.last_error[:2000], watermark, started,
+                          t0, {})
             )
         except Exception:  # the store may be what failed; the counters above still tell
             log.exception("could not record the failed retrain")

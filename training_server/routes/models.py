@@ -19,6 +19,7 @@ from shared.responses import rfc3339
 from shared.settings import ModelType
 from shared.targets import Target
 from training_server.deps import SettingsDep, StoreDep
+from training_server.routes.ops import store_counts
 
 router = APIRouter()
 MODEL_NAMES = ("ttft", "tpot", "manifest")
@@ -154,7 +155,7 @@ async def model_export(request: Request, settings: SettingsDep, store: StoreDep)
     bundle = current(request)
     if bundle is None or bundle.manifest is None:
         raise HTTPException(404, "no model is published yet")
-    counts = await run_in_threadpool(store.counts)
+    counts = await store_counts(store)
     metadata = {
         "model_type": bundle.model_type.value,
         "objective_type": bundle.objective.value,

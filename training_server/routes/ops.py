@@ -80,10 +80,21 @@ def _status_payload(request: Request, counts: dict[str, Any], retrainer: Any) ->
     }
 
 
+EMPTY_COUNTS = {split: {"ttft_samples": 0, "tpot_samples": 0, "total_samples": 0}
+                for split in ("training_data", "test_data")}
+
+
+async def store_counts(store: Any) -> dict[str, Any]:
+    """The store's counts; 503 naming the failure when the store does not answer."""
+    try:
+        return await run_in_threadpool(store.counts)
+    except SQLAlchemyError as exc:
+        raise HTTPException(503, f"sample store unavailable: {type(exc).__name__}") from exc
+
+
 @router.get("/data/status", dependencies=require(Access.EPP))
 async def data_status(request: Request, store: StoreDep, retrainer: RetrainerDep) -> dict[str, Any]:
-    counts = await run_in_threadpool(store.counts)
-    return _status_payload(request, counts, retrainer)
+    return _status_payload(request, await store_counts(store), retrainer)
 
 
 @router.get("/retrains", dependencies=require(Access.DASHBOARD))
@@ -135,7 +146,14 @@ async def metrics(
     request: Request, settings: SettingsDep, store: StoreDep, retrainer: RetrainerDep,
     m: MetricsDep,
 ) -> Response:
-    counts = await run_in_threadpool(store.counts)
+    try:
+        counts = await run_in_threadpool(store.counts)
+    except SQLAlchemyError:
+        # Metrics must answer most when something is wrong: keep the last counts, and let
+        # the failure show in the retrain and readiness series.
+        counts = getattr(request.app.state, "last_counts", EMPTY_COUNTS)
+    else:
+        request.app.state.last_counts = counts
     for split, label in (("training_data", "train"), ("test_data", "test")):
         for target in TARGETS:
             m.store_samples.labels(label, target.value).set(counts[split][f"{target.value}_samples"])

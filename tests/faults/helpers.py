@@ -1,0 +1,95 @@
+"""Shared by the fault-injection tests: real server processes, bounded waits, /metrics reads."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+from shared.synthetic import synthetic_rows
+from tests.live import LiveServer, free_port
+
+T = TypeVar("T")
+
+# The marker column: stored with every row but no feature of either model, so unique values
+# per row identify rows without changing what the trainer learns.
+MARKER = "decode_tokens_in_flight"
+
+
+def trainer_env(tmp_path: Path, db_url: str, **extra: str) -> dict[str, str]:
+    env = {
+        "LATENCY_DB_URL": db_url,
+        "LATENCY_MODEL_DIR": str(tmp_path / "models"),
+        "LATENCY_RETRAINING_INTERVAL_SEC": "1",
+        "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50",
+        "LATENCY_N_ESTIMATORS": "10",
+        "LATENCY_TRAIN_THREADS": "1",
+        # Retention off in effect: the tests count rows.
+        "LATENCY_MAX_TRAINING_DATA_SIZE_PER_BUCKET": "10000000",
+        "LATENCY_MAX_TEST_DATA_SIZE": "10000000",
+    }
+    env.update(extra)
+    return env
+
+
+def new_trainer(tmp_path: Path, env: dict[str, str]) -> LiveServer:
+    return LiveServer("training_server", free_port(), env, tmp_path / "training.log")
+
+
+def wait_until(probe: Callable[[], T], what: str, timeout: float = 20.0,
+               interval: float = 0.05) -> T:
+    """Poll `probe` until it returns something truthy, at most `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout}s: {what}")
+        time.sleep(interval)
+
+
+def marked_rows(first_marker: int, n: int, seed: int) -> list[dict[str, Any]]:
+    rows = synthetic_rows(n, seed=seed)
+    for i, row in enumerate(rows):
+        row[MARKER] = first_marker + i
+    return rows
+
+
+def ingest(url: str, rows: list[dict[str, Any]], timeout: float = 10.0) -> httpx.Response:
+    return httpx.post(f"{url}/add_training_data_bulk", json={"entries": rows}, timeout=timeout)
+
+
+def data_status(url: str) -> dict[str, Any]:
+    reply = httpx.get(f"{url}/data/status", timeout=10)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def metric(url: str, series: str) -> float | None:
+    """The value of one Prometheus sample of GET /metrics, `series` as printed (with its
+    labels, if any); None when the series is absent."""
+    reply = httpx.get(f"{url}/metrics", timeout=10)
+    assert reply.status_code == 200, reply.text[:500]
+    for line in reply.text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if name == series:
+            return float(value)
+    return None
+
+
+def first_bundle(trainer: LiveServer, rows: int = 300, seed: int = 1) -> str:
+    """Ingest enough rows for trees and wait until the first retrain is published and
+    recorded (its retrains row written: the retrain is over)."""
+    assert ingest(trainer.url, marked_rows(0, rows, seed)).status_code == 202
+
+    def recorded() -> str | None:
+        status = data_status(trainer.url)
+        last = status["last_retrain"] or {}
+        version = status["model_version"]
+        return version if version and last.get("version") == version else None
+
+    return wait_until(recorded, "the first retrain publishes a bundle and records itself")
