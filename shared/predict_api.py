@@ -19,11 +19,11 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 
-from shared.decoding import decode_prediction_rows, decode_strict_body
+from shared.decoding import JSONBodyRoute, decode_prediction_rows, decode_strict_body
 from shared.features import Columns, columns_from_dicts
 from shared.predict_metrics import PredictMetrics
 from shared.predictor import LoadedBundle
-from shared.responses import prediction_payloads, predictions_json
+from shared.responses import json_bytes, prediction_payloads, predictions_json
 from shared.schemas import (
     BulkPredictionEnvelope,
     BulkPredictionResponse,
@@ -36,6 +36,14 @@ from shared.targets import Target
 # so other requests on the event loop are not held up; below it the hop costs more.
 THREADPOOL_MIN_ROWS = 512
 _ROW = TypeAdapter(PredictionRequest)
+
+# The route reads its body itself, so FastAPI does not document the 422 it answers.
+VALIDATION_ERROR = {422: {
+    "description": "Validation Error",
+    "content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/HTTPValidationError"}
+    }},
+}}
 
 STRICT_BODY_SCHEMA = {
     "type": "object",
@@ -87,7 +95,9 @@ def build_predict_router(
     metrics: PredictMetrics,
     max_rows: int,
 ) -> APIRouter:
-    router = APIRouter(tags=["predict"])
+    # FastAPI parses and validates the bodies of /predict and /predict/bulk: JSONBodyRoute
+    # makes every bad one a 422. The strict route reads its body itself (no wrapper there).
+    router = APIRouter(tags=["predict"], route_class=JSONBodyRoute)
 
     @router.post("/predict", response_model=PredictionResponse)
     async def predict(row: PredictionRequest, request: Request) -> Response:
@@ -129,13 +139,14 @@ def build_predict_router(
             "processing_time_ms": (time.perf_counter() - started) * 1000.0,
             "model_version": bundle.version,
         }
-        encoded = orjson.dumps(body)
+        encoded = json_bytes(body)  # a bad row is echoed as sent: any integer, any size
         metrics.observe("bulk", time.perf_counter() - started, len(valid))
         return Response(encoded, media_type="application/json")
 
     @router.post(
         "/predict/bulk/strict",
         response_model=BulkPredictionResponse,
+        responses=VALIDATION_ERROR,
         openapi_extra={"requestBody": {
             "required": True, "content": {"application/json": {"schema": STRICT_BODY_SCHEMA}}
         }},

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import orjson
 
+from shared.decoding import finite_or_null
 from shared.predictor import LoadedBundle
 from shared.targets import Target
 
@@ -51,3 +53,13 @@ def predictions_json(bundle: LoadedBundle, predictions: dict[Target, np.ndarray]
     rows = [b'{"ttft_ms":%b,"tpot_ms":%b%b' % (a, b, tail)
             for a, b in zip(ttft[1:-1].split(b","), tpot[1:-1].split(b","), strict=True)]
     return b"[" + b",".join(rows) + b"]"
+
+
+def json_bytes(value: Any) -> bytes:
+    """JSON for a body that may echo what a client sent: orjson, as everywhere; for an
+    integer beyond 64 bits (which orjson refuses) the standard library, which writes it
+    exactly. Non-finite floats become null either way, as orjson writes them."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(finite_or_null(value), allow_nan=False).encode()

@@ -6,9 +6,18 @@ Requests ignore unknown fields; responses may carry extra fields (we add `model_
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar, get_args
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 Fraction = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 # Upper bound: the store keeps counts as 64-bit integers.
@@ -22,14 +31,50 @@ def _none_to_empty(value: Any) -> Any:
 
 
 # Any string is accepted: the EPP forwards raw role labels ("prefill-decode", "both", ...).
-PodType = Annotated[str, BeforeValidator(_none_to_empty)]
+# null means "" (documented as string or null).
+PodType = Annotated[str, BeforeValidator(_none_to_empty, json_schema_input_type=str | None)]
 
 
 class _Request(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class PredictionRequest(_Request):
+def _is_number(annotation: Any) -> bool:
+    """int or float, bare, Annotated or in an Optional."""
+    if annotation in (int, float):
+        return True
+    return any(_is_number(arg) for arg in get_args(annotation))
+
+
+class _Row(_Request):
+    """A request row: its numbers may arrive in pydantic's lax forms ("5", 5.0), but never as
+    JSON booleans, which lax mode would take as 1 and 0 (a wrong type: 422 naming the field).
+    One check per row, not a validator per field: ingestion validates 10,000 rows a call."""
+
+    _numbers: ClassVar[tuple[str, ...]] = ()  # the int and float fields, set per subclass
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls._numbers = tuple(n for n, f in cls.model_fields.items() if _is_number(f.annotation))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans(cls, data: Any) -> Any:
+        # `bool in map(type, ...)` is one loop in C: the common row pays ~0.3 us for it.
+        if isinstance(data, dict) and bool in map(type, data.values()):
+            wrong = [n for n in cls._numbers if type(data.get(n)) is bool]
+            if wrong:
+                raise ValidationError.from_exception_data(cls.__name__, [
+                    InitErrorDetails(type=PydanticCustomError(
+                        "number_type", "Input should be a number, not a boolean"),
+                        loc=(name,), input=data[name])
+                    for name in wrong
+                ])
+        return data
+
+
+class PredictionRequest(_Row):
     kv_cache_percentage: Fraction
     input_token_length: Count
     num_request_waiting: Count
@@ -52,9 +97,17 @@ class TrainingEntry(PredictionRequest):
 
 
 class BulkTrainingEnvelope(_Request):
-    """Only the envelope: entries are validated one by one so one bad row costs only itself."""
+    """Only the envelope: entries are validated one by one so one bad row costs only itself.
 
-    entries: list[dict[str, Any]] = Field(min_length=1)
+    Documented as what the route accepts: any rows, at least one of them a valid
+    TrainingEntry (JSON Schema `contains`); a call with no valid row answers 422."""
+
+    entries: list[dict[str, Any]] = Field(
+        min_length=1,
+        json_schema_extra=lambda schema: schema.update(
+            contains=TrainingEntry.model_json_schema(mode="validation")
+        ),
+    )
 
 
 class BulkPredictionRequest(_Request):
@@ -93,7 +146,8 @@ class BulkPredictionResponse(BaseModel):
 
 
 class FlushRequest(_Request):
-    flush_training_data: bool = True
-    flush_test_data: bool = True
-    flush_metrics: bool = True
+    # Strict: on a route that deletes data, 0, "no" or "off" must not pass for a boolean.
+    flush_training_data: StrictBool = True
+    flush_test_data: StrictBool = True
+    flush_metrics: StrictBool = True
     reason: str | None = None

@@ -11,6 +11,7 @@ in the manifest; "ms" is how bundles written before this module were fitted.
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 
 import numpy as np
@@ -20,6 +21,12 @@ from shared.targets import Target
 
 # Actuals are > 0 by contract (0 means "not measured"); the floor only guards log(0).
 MIN_MS = 1e-3
+# The largest latency a model answers: about 32 years, so no real prediction is ever cut,
+# and still finite after any calibration factor (at most e^5). The contract bounds actuals
+# only below: a model fitted on absurd ones (1e308 ms) would otherwise overflow exp() to
+# inf, which JSON writes as null, which the EPP reads as 0 ms: the best pod of all.
+MAX_MS = 1e12
+_MAX_LOG_MS = math.log(MAX_MS)
 
 
 class TargetSpace(str, Enum):
@@ -46,9 +53,9 @@ def to_label(space: TargetSpace, columns: Columns, ms: np.ndarray) -> np.ndarray
 
 
 def to_ms(space: TargetSpace, columns: Columns, output: np.ndarray) -> np.ndarray:
-    """Milliseconds from a model's raw output (the inverse of to_label)."""
+    """Milliseconds from a model's raw output (the inverse of to_label), at most MAX_MS."""
     if space is TargetSpace.MS:
-        return output
+        return np.minimum(output, MAX_MS)
     if space is TargetSpace.LOG_MS_PER_QUEUED:
         output = output + _log_queue(columns)
-    return np.exp(output)
+    return np.exp(np.minimum(output, _MAX_LOG_MS))

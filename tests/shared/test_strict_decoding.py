@@ -54,10 +54,11 @@ def test_edge_bodies_decode_like_pydantic(rows: list[dict[str, Any]]) -> None:
 
 
 @pytest.mark.parametrize(("field", "value"), [
-    ("input_token_length", "5"), ("num_request_running", 5.0), ("num_request_waiting", True),
+    ("input_token_length", "5"), ("num_request_running", 5.0),
     ("kv_cache_percentage", "0.5"),  # lax forms pydantic accepts: it, not msgspec, decides
-    ("kv_cache_percentage", 1.5), ("prefix_cache_score", -0.1), ("input_token_length", -1),
-    ("input_token_length", COUNT_MAX + 1), ("num_request_running", None), ("pod_type", 7),
+    ("num_request_waiting", True), ("kv_cache_percentage", 1.5), ("prefix_cache_score", -0.1),
+    ("input_token_length", -1), ("input_token_length", COUNT_MAX + 1),
+    ("num_request_running", None), ("pod_type", 7),
     ("encoder_input_size", "abc"),
 ])
 def test_anything_not_plainly_valid_is_declined(field: str, value: Any) -> None:

@@ -10,10 +10,12 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from shared.auth import Access, require
+from shared.decoding import JSONBodyRoute
 from shared.responses import rfc3339
 from training_server.prediction_fleet import PredictionFleet, SeenServer, ServerReport
 
-router = APIRouter()
+# JSONBodyRoute: a bad JSON body (NaN, 1e999, not UTF-8) answers the contract's 422.
+router = APIRouter(route_class=JSONBodyRoute)
 
 
 class PredictionServerReport(BaseModel):

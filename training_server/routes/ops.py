@@ -12,13 +12,15 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from shared.auth import Access, require
 from shared.backends import backend_for
+from shared.decoding import JSONBodyRoute
 from shared.responses import rfc3339
 from shared.schemas import FlushRequest
 from shared.targets import TARGETS
 from training_server.deps import MetricsDep, RetrainerDep, SettingsDep, StoreDep
 from training_server.metrics import legacy_lines
 
-router = APIRouter()
+# JSONBodyRoute: a bad JSON body (NaN, 1e999, not UTF-8) answers the contract's 422.
+router = APIRouter(route_class=JSONBodyRoute)
 
 # After this many failed retrains in a row the trainer reports itself degraded.
 DEGRADED_AFTER_FAILURES = 3

@@ -12,10 +12,12 @@ from pydantic import TypeAdapter, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from shared.auth import Access, require
+from shared.decoding import JSONBodyRoute
 from shared.schemas import BulkTrainingEnvelope, TrainingEntry
 from training_server.deps import MetricsDep, SettingsDep, StoreDep
 
-router = APIRouter()
+# JSONBodyRoute: a bad JSON body (NaN, 1e999, not UTF-8) answers the contract's 422.
+router = APIRouter(route_class=JSONBodyRoute)
 _ENTRY = TypeAdapter(TrainingEntry)
 MAX_ERRORS_RETURNED = 20
 
