@@ -57,6 +57,10 @@ def replica_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+# Failed retrains in a row stretch the wait up to this many intervals (10 s -> 80 s).
+MAX_BACKOFF = 8
+
+
 class PublishedNotRecorded(Exception):
     """The bundle was published (CURRENT names it, this replica serves it) but recording
     the retrain failed: a failed retrain whose model is nevertheless the one served."""
@@ -327,4 +331,14 @@ class Retrainer:
                         self._elect()
             except Exception:  # see the module docstring: retrain errors never get here
                 log.exception("retrainer tick failed; trying again next interval")
-            interval = self.settings.retraining_interval_sec
+            interval = self.next_wait()
+
+    def next_wait(self) -> float:
+        """The interval, doubled per failed retrain in a row up to MAX_BACKOFF times: a broken
+        store or disk is not hammered at full rate, and the first success resets it."""
+        failures = self.state.consecutive_failures
+        factor = min(2 ** max(failures - 1, 0), MAX_BACKOFF)
+        if factor > 1:
+            log.warning("%d failed retrains in a row: next try in %.0f s", failures,
+                        factor * self.settings.retraining_interval_sec)
+        return factor * self.settings.retraining_interval_sec

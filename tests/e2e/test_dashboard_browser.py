@@ -24,8 +24,8 @@ CHROMIUM = "/usr/bin/chromium"
 SKIP_BROWSER = os.environ.get("LATENCY_TEST_SKIP_BROWSER") == "1"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHARTS = 6  # MAE, RMSE, pinball loss, coverage, samples, duration
-# The page refreshes every 5 s: two refreshes and some slack.
-REFRESH_WAIT_MS = 15_000
+# The page refreshes every 5 s: several refreshes, as a loaded CI machine may need.
+REFRESH_WAIT_MS = 30_000
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +119,8 @@ def test_dashboard_charts_every_retrain_live(
                     "id": server_id, "model_version": "20250101T000000.000000Z",
                     "is_ready": True, "interval_s": interval}).raise_for_status()
             wait_for_points(3)  # at the page's next refresh
-            assert page.locator("#model-version").inner_text() == model_version(trainer)
+            page.wait_for_function("v => document.querySelector('#model-version').textContent"
+                                   " === v", arg=model_version(trainer))
             # one dot per retrain and series: 2 series in 3 charts, 4 in two, 1 in duration;
             # live coverage exists from the second retrain on (served p90s sent back: none)
             assert page.locator("#chart-mae circle").count() == 6

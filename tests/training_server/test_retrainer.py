@@ -17,7 +17,7 @@ from shared.synthetic import synthetic_row, synthetic_rows
 from shared.targets import TARGETS
 from tests.conftest import training_settings
 from training_server.metrics import TrainingMetrics
-from training_server.retrainer import Retrainer
+from training_server.retrainer import MAX_BACKOFF, Retrainer
 from training_server.store import SampleStore
 
 Choice = tuple[ModelType, ObjectiveType]
@@ -156,14 +156,21 @@ def test_failed_publish_is_recorded_and_keeps_the_current_bundle(
     assert read_current_version(model_dir) == current
     assert load_current_bundle(model_dir).version == current
 
+    interval = bad.settings.retraining_interval_sec
+    assert bad.next_wait() == interval  # one failure: the next try at the usual time
     assert bad.run_once() == "failed"  # still broken, and nothing new is needed to retry
     assert bad.state.consecutive_failures == 2
     assert retrains_count(metrics, "failed") == 2
+    assert bad.next_wait() == 2 * interval  # backing off
+    for _ in range(5):
+        bad.run_once()
+    assert bad.next_wait() == MAX_BACKOFF * interval  # and no further
 
     blocker.unlink()  # the directory becomes creatable: the next attempt recovers
     assert bad.run_once() == "ok"
     assert bad.state.consecutive_failures == 0 and bad.state.last_error is None
-    assert bad.state.total_failures == 2
+    assert bad.state.total_failures == 7
+    assert bad.next_wait() == interval
     assert metrics.registry.get_sample_value("latency_retrain_consecutive_failures") == 0
     assert read_current_version(blocker / "models") == bad_published[0].version
 
