@@ -26,6 +26,8 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHARTS = 6  # MAE, RMSE, pinball loss, coverage, samples, duration
 # The page refreshes every 5 s: several refreshes, as a loaded CI machine may need.
 REFRESH_WAIT_MS = 30_000
+# Every wait_for_function predicate is an arrow function: a bare expression is eval'd in
+# the page at each poll, which the page's own CSP (no 'unsafe-eval') rightly refuses.
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +109,7 @@ def test_dashboard_charts_every_retrain_live(
             page.goto(f"{trainer.url}/dashboard", timeout=30_000)
             wait_for_points(0)  # nothing trained yet
             assert page.locator("svg >> text=no retrains yet").count() == CHARTS
-            page.wait_for_function("document.querySelector('#model-version').textContent"
+            page.wait_for_function("() => document.querySelector('#model-version').textContent"
                                    ".startsWith('none yet')")
             assert page.locator("#failed tbody tr .empty").count() == 1
 
@@ -142,7 +144,7 @@ def test_dashboard_charts_every_retrain_live(
 
             assert retrain(trainer, seed=5) == "ok"  # recovered: the streak ends
             wait_for_points(5)
-            page.wait_for_function("!document.querySelector('#failure-card.alarm')")
+            page.wait_for_function("() => !document.querySelector('#failure-card.alarm')")
             page.wait_for_function(
                 "v => document.querySelector('#model-version').textContent === v",
                 arg=model_version(trainer))
