@@ -65,18 +65,27 @@ class RequestLimits:
         if cap is not None:
             self.in_progress[path] += 1
 
+        refused = [False]
+
+        async def refuse_too_large() -> None:
+            if not refused[0]:
+                refused[0] = True
+                await self._refuse(send, path, 413, "too_large", "request body is over the "
+                                   f"limit of {self.max_body_bytes} bytes "
+                                   "(LATENCY_MAX_BODY_BYTES)")
+
         async def guarded_send(message: Message) -> None:
             # Past the limit the app sees a failed read and answers (FastAPI: 400); the
             # client gets our 413 in its place.
             if not over[0]:
                 await send(message)
             elif message["type"] == "http.response.start":
-                await self._refuse(send, path, 413, "too_large", "request body is over the "
-                                   f"limit of {self.max_body_bytes} bytes "
-                                   "(LATENCY_MAX_BODY_BYTES)")
+                await refuse_too_large()
 
         try:
             await self.app(scope, receive, guarded_send)
+        except _BodyTooLarge:  # a route reading its body itself lets the failed read out
+            await refuse_too_large()
         finally:
             if cap is not None:
                 self.in_progress[path] -= 1

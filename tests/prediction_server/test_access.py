@@ -47,3 +47,13 @@ def test_an_oversized_body_is_413_and_counted(model_dir: Path) -> None:
                    if s.name == "latency_requests_refused_total"}
         assert counted == {("/predict/bulk/strict", "too_large"): 1.0}
         assert client.post("/predict/bulk/strict", json=BODY).status_code == 200
+
+
+def test_a_chunked_body_over_the_limit_is_413_on_the_strict_route(model_dir: Path) -> None:
+    # The strict route reads its body itself: the cut-off read must not surface as a 500.
+    with running_app(model_dir, max_body_bytes=2048) as client:
+        chunks = (b" " * 512 for _ in range(16))  # no Content-Length
+        response = client.post("/predict/bulk/strict", content=chunks,
+                               headers={"Content-Type": "application/json"})
+        assert response.status_code == 413
+        assert "LATENCY_MAX_BODY_BYTES" in response.json()["detail"]
