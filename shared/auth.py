@@ -96,7 +96,7 @@ def check(request: Request, access: Access) -> None:
 
 def require(access: Access) -> list:
     """Route dependencies: `@router.post(..., dependencies=require(Access.ADMIN))`."""
-    def dependency(request: Request) -> None:
+    async def dependency(request: Request) -> None:  # async: no thread hop per request
         check(request, access)
     return [Depends(dependency)]
 
