@@ -66,7 +66,7 @@ def create_app(settings: PredictionSettings) -> FastAPI:
     def serving_bundle(request: Request) -> LoadedBundle:
         return slot.bundle
 
-    # Guarded only when configured: a dependency costs the hot path ~10 us a call.
+    # Guarded only when configured: otherwise the hot path resolves no dependency at all.
     epp = auth.require(auth.Access.EPP) if settings.protect_epp_routes else []
     app.include_router(build_predict_router(serving_bundle, metrics.predict,
                                             settings.max_rows_per_call), dependencies=epp)
