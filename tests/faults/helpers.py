@@ -69,6 +69,17 @@ def data_status(url: str) -> dict[str, Any]:
     return reply.json()
 
 
+def answer(server: LiveServer, rows: list[dict[str, Any]]
+           ) -> tuple[str, list[tuple[float, float]]]:
+    """One strict call: the one version that answered, and every row's (ttft, tpot)."""
+    reply = httpx.post(f"{server.url}/predict/bulk/strict", json={"requests": rows}, timeout=10)
+    assert reply.status_code == 200, reply.text
+    predictions = reply.json()["predictions"]
+    versions = {p["model_version"] for p in predictions}
+    assert len(versions) == 1
+    return versions.pop(), [(p["ttft_ms"], p["tpot_ms"]) for p in predictions]
+
+
 def metric(url: str, series: str) -> float | None:
     """The value of one Prometheus sample of GET /metrics, `series` as printed (with its
     labels, if any); None when the series is absent."""

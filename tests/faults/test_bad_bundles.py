@@ -25,7 +25,7 @@ import pytest
 
 from shared.artifact import MANIFEST, bundle_dir_for, publish_pointer
 from tests.conftest import publish_trained_bundle
-from tests.faults.helpers import metric, wait_until
+from tests.faults.helpers import answer, metric, wait_until
 from tests.live import LiveServer, free_port
 from tests.prediction_server.helpers import epp_rows
 
@@ -143,14 +143,6 @@ def served(tmp_path_factory: pytest.TempPathFactory,
         server.stop()
 
 
-def answer(server: LiveServer) -> tuple[str, list[tuple[float, float]]]:
-    reply = httpx.post(f"{server.url}/predict/bulk/strict", json={"requests": ROWS}, timeout=10)
-    assert reply.status_code == 200, reply.text
-    predictions = reply.json()["predictions"]
-    versions = {p["model_version"] for p in predictions}
-    assert len(versions) == 1
-    return versions.pop(), [(p["ttft_ms"], p["tpot_ms"]) for p in predictions]
-
 
 def status(server: LiveServer) -> dict[str, Any]:
     reply = httpx.get(f"{server.url}/status", timeout=10)
@@ -164,7 +156,7 @@ def test_broken_bundle_is_refused_once_and_the_last_good_keeps_serving(
 ) -> None:
     server, model_dir = served
     breaker, reason = BREAKERS[kind]
-    good_version, good_answer = answer(server)
+    good_version, good_answer = answer(server, ROWS)
     refused_before = metric(server.url, "latency_model_refused_total")
 
     bad, bundle = library.stage(model_dir, OTHER)
@@ -175,7 +167,7 @@ def test_broken_bundle_is_refused_once_and_the_last_good_keeps_serving(
     assert reason in refused
     time.sleep(5 * SYNC_SEC)  # several more polls of the same CURRENT
 
-    assert answer(server) == (good_version, good_answer)
+    assert answer(server, ROWS) == (good_version, good_answer)
     current = status(server)
     assert current["model_version"] == good_version
     assert current["models_exist"] == {"ttft_model": True, "tpot_model": True}
@@ -189,7 +181,7 @@ def test_broken_bundle_is_refused_once_and_the_last_good_keeps_serving(
     publish_pointer(model_dir, good)
     wait_until(lambda: status(server)["model_version"] == good, "the next good bundle is served",
                timeout=10)
-    assert answer(server) == (good, good_answer)
+    assert answer(server, ROWS) == (good, good_answer)
     assert metric(server.url, "latency_model_refused_total") == refused_before + 1
 
 
@@ -197,13 +189,13 @@ def test_pointer_outside_the_versions_folder_or_to_nothing_is_refused(
     served: tuple[LiveServer, Path]
 ) -> None:
     server, model_dir = served
-    good_version, good_answer = answer(server)
+    good_version, good_answer = answer(server, ROWS)
     refused_before = metric(server.url, "latency_model_refused_total")
     for bad in ("20990101T000000.000000Z", "../../etc"):  # no such folder; an escape
         publish_pointer(model_dir, bad)
         wait_until(lambda bad=bad: bad in status(server)["refused_versions"],
                    f"the server refuses CURRENT={bad!r}", timeout=10)
-    assert answer(server) == (good_version, good_answer)
+    assert answer(server, ROWS) == (good_version, good_answer)
     assert httpx.get(f"{server.url}/readyz", timeout=10).status_code == 200
     assert metric(server.url, "latency_model_refused_total") == refused_before + 2
 
@@ -220,7 +212,7 @@ def test_server_starts_on_an_unreadable_bundle_and_serves_the_prior(
     server = LiveServer("prediction_server", free_port(), env, tmp_path / "prediction.log")
     try:
         server.start(ready_timeout=20)
-        version, _ = answer(server)
+        version, _ = answer(server, ROWS)
         assert version == "cold-start-prior"
         assert bad in status(server)["refused_versions"]
         assert metric(server.url, "latency_model_refused_total") == 1.0

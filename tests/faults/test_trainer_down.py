@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 
 from tests.faults.helpers import (
+    answer,
     data_status,
     first_bundle,
     ingest,
@@ -28,14 +29,6 @@ ROWS = epp_rows(8, seed=60)
 SYNC_ERRORS = "latency_model_sync_errors_total"
 
 
-def answer(server: LiveServer) -> tuple[str, list[tuple[float, float]]]:
-    reply = httpx.post(f"{server.url}/predict/bulk/strict", json={"requests": ROWS}, timeout=5)
-    assert reply.status_code == 200, reply.text
-    predictions = reply.json()["predictions"]
-    versions = {p["model_version"] for p in predictions}
-    assert len(versions) == 1
-    return versions.pop(), [(p["ttft_ms"], p["tpot_ms"]) for p in predictions]
-
 
 def test_predictions_go_on_while_the_trainer_is_down_and_sync_resumes(tmp_path: Path) -> None:
     trainer = new_trainer(tmp_path, trainer_env(tmp_path, f"sqlite:///{tmp_path / 'store.db'}"))
@@ -51,15 +44,16 @@ def test_predictions_go_on_while_the_trainer_is_down_and_sync_resumes(tmp_path: 
         trainer.start()
         predictor.start()
         v1 = first_bundle(trainer)
-        wait_until(lambda: answer(predictor)[0] == v1, "the predictor mirrors the first bundle")
-        before = answer(predictor)
+        wait_until(lambda: answer(predictor, ROWS)[0] == v1,
+                   "the predictor mirrors the first bundle")
+        before = answer(predictor, ROWS)
         errors_before = metric(predictor.url, SYNC_ERRORS)
 
         trainer.kill()
         killed_at = time.monotonic()
         ages = []
         while time.monotonic() - killed_at < DOWN_SEC:
-            assert answer(predictor) == before
+            assert answer(predictor, ROWS) == before
             ready = httpx.get(f"{predictor.url}/readyz", timeout=5)
             assert ready.status_code == 200 and ready.json()["model_version"] == v1
             state = httpx.get(f"{predictor.url}/status", timeout=5).json()
@@ -75,7 +69,7 @@ def test_predictions_go_on_while_the_trainer_is_down_and_sync_resumes(tmp_path: 
         trainer.start()  # same store, same model folder, same port
         assert data_status(trainer.url)["model_version"] == v1  # resumed, not retrained
         assert ingest(trainer.url, marked_rows(5_000_000, 200, seed=12)).status_code == 202
-        v2 = wait_until(lambda: (v := answer(predictor)[0]) != v1 and v,
+        v2 = wait_until(lambda: (v := answer(predictor, ROWS)[0]) != v1 and v,
                         "the predictor mirrors a bundle from the restarted trainer", timeout=30)
         assert v2 > v1  # versions sort by time
         settled = metric(predictor.url, SYNC_ERRORS)
