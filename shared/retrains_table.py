@@ -7,6 +7,8 @@ from typing import Any
 
 import httpx
 
+from shared.cli_table import align
+
 COLUMNS = (
     ("started_at", "started (UTC)", "{}"),
     ("status", "status", "{}"),
@@ -36,9 +38,7 @@ def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
 def render(rows: list[dict[str, Any]]) -> str:
     table = [[label for _, label, _ in COLUMNS]]
     table += [[_cell(r, key, fmt) for key, _, fmt in COLUMNS] for r in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
-    return "\n".join("  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True))
-                     for line in table)
+    return align(table, right=range(len(COLUMNS)))
 
 
 def show_retrains(url: str, limit: int, as_json: bool) -> int:
