@@ -38,14 +38,17 @@ def _measures_values(target: Target) -> tuple[int, int]:
     return (TARGET_BITS[target], 3)
 
 
+def empty_counts() -> dict[str, dict[str, int]]:
+    """The shape of SampleStore.counts() for a store with no rows."""
+    return {split: {"ttft_samples": 0, "tpot_samples": 0, "total_samples": 0}
+            for split in ("training_data", "test_data")}
+
+
 def _counts(conn: Connection) -> dict[str, dict[str, int]]:
     stmt = select(samples.c.is_test, samples.c.measures, func.count()).group_by(
         samples.c.is_test, samples.c.measures
     )
-    out = {
-        split: {"ttft_samples": 0, "tpot_samples": 0, "total_samples": 0}
-        for split in ("training_data", "test_data")
-    }
+    out = empty_counts()
     for is_test, measures, count in conn.execute(stmt):
         split = out["test_data" if is_test else "training_data"]
         split["total_samples"] += count

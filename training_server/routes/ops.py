@@ -12,12 +12,13 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from shared.auth import Access, require
 from shared.backends import backend_for
-from shared.decoding import JSONBodyRoute
+from shared.json_body import JSONBodyRoute
 from shared.responses import rfc3339
 from shared.schemas import FlushRequest
 from shared.targets import TARGETS
 from training_server.deps import MetricsDep, RetrainerDep, SettingsDep, StoreDep
 from training_server.metrics import legacy_lines
+from training_server.store import empty_counts
 
 # JSONBodyRoute: a bad JSON body (NaN, 1e999, not UTF-8) answers the contract's 422.
 router = APIRouter(route_class=JSONBodyRoute)
@@ -80,10 +81,6 @@ def _status_payload(request: Request, counts: dict[str, Any], retrainer: Any) ->
         # Which replica this is and whether it is the one that retrains and publishes.
         "trainer": {"id": retrainer.trainer_id, "is_leader": retrainer.is_leader},
     }
-
-
-EMPTY_COUNTS = {split: {"ttft_samples": 0, "tpot_samples": 0, "total_samples": 0}
-                for split in ("training_data", "test_data")}
 
 
 async def store_counts(store: Any) -> dict[str, Any]:
@@ -153,7 +150,7 @@ async def metrics(
     except SQLAlchemyError:
         # Metrics must answer most when something is wrong: keep the last counts, and let
         # the failure show in the retrain and readiness series.
-        counts = getattr(request.app.state, "last_counts", EMPTY_COUNTS)
+        counts = getattr(request.app.state, "last_counts", None) or empty_counts()
     else:
         request.app.state.last_counts = counts
     for split, label in (("training_data", "train"), ("test_data", "test")):
