@@ -9,17 +9,12 @@ exact FastAPI-style error naming the field or accepts what lax parsing allows.
 
 from __future__ import annotations
 
-import json
-import math
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Sequence
 from itertools import chain
 from typing import Annotated, Any
 
 import msgspec
 import numpy as np
-from fastapi import Request, Response
-from fastapi.exceptions import RequestValidationError
-from fastapi.routing import APIRoute
 from pydantic import TypeAdapter
 
 from shared.features import (
@@ -140,51 +135,3 @@ def _pod_type_codes(pod_types: np.ndarray) -> np.ndarray:
         return np.full(len(pod_types), next(iter(codes.values())), dtype=np.float64)
     return np.fromiter((codes[p] for p in pod_types.tolist()), dtype=np.float64,
                        count=len(pod_types))
-
-
-def finite_or_null(value: Any) -> Any:
-    """`value` with every NaN and infinity replaced by None, as orjson writes them."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite_or_null(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite_or_null(v) for v in value]
-    return value
-
-
-class _JSONBodyRequest(Request):
-    async def json(self) -> Any:
-        if not hasattr(self, "_json"):
-            raw = await self.body()
-            try:
-                self._json = json.loads(raw)
-            except UnicodeDecodeError as exc:  # FastAPI answers 400 for it, not 422
-                raise json.JSONDecodeError(f"body is not UTF-8 ({exc.reason})",
-                                           raw.decode("utf-8", "replace"), exc.start) from None
-        return self._json
-
-
-class JSONBodyRoute(APIRoute):
-    """A route whose JSON body FastAPI parses and validates, made to answer every bad body
-    with the contract's 422 (spec section 2) instead of FastAPI's 500 or 400:
-
-    - Python's parser reads NaN, Infinity and 1e999 (as inf); pydantic then refuses them,
-      rightly, but its error echoes the value and FastAPI's JSONResponse cannot write it:
-      500. Here such inputs are echoed as null and the error still names the field.
-    - A body that is not UTF-8 (or UTF-16/32) answers a JSON decode error, as bad JSON does.
-    """
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-        if self.body_field is None:  # the endpoint reads its body itself, if at all
-            return handler
-
-        async def json_body_handler(request: Request) -> Response:
-            try:
-                return await handler(_JSONBodyRequest(request.scope, request.receive))
-            except RequestValidationError as exc:
-                raise RequestValidationError(finite_or_null(exc.errors()), body=exc.body,
-                                             endpoint_ctx=exc.endpoint_ctx) from None
-
-        return json_body_handler

@@ -19,8 +19,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 
-from shared.decoding import JSONBodyRoute, decode_prediction_rows, decode_strict_body
+from shared.decoding import decode_prediction_rows, decode_strict_body
 from shared.features import Columns, columns_from_dicts
+from shared.json_body import JSONBodyRoute
 from shared.predict_metrics import PredictMetrics
 from shared.predictor import LoadedBundle
 from shared.responses import json_bytes, prediction_payloads, predictions_json

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from shared.decoding import finite_or_null
+from shared.json_body import finite_or_null
 from shared.predictor import LoadedBundle
 from shared.targets import Target
 

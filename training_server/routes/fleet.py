@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from shared.auth import Access, require
-from shared.decoding import JSONBodyRoute
+from shared.json_body import JSONBodyRoute
 from shared.responses import rfc3339
 from training_server.prediction_fleet import PredictionFleet, SeenServer, ServerReport
 

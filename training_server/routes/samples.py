@@ -12,7 +12,7 @@ from pydantic import TypeAdapter, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from shared.auth import Access, require
-from shared.decoding import JSONBodyRoute
+from shared.json_body import JSONBodyRoute
 from shared.schemas import BulkTrainingEnvelope, TrainingEntry
 from training_server.deps import MetricsDep, SettingsDep, StoreDep
 
