@@ -25,6 +25,7 @@ from benchmarks.replay_metrics import TargetRecords, summarize_online
 from benchmarks.traces import prediction_rows
 from shared.backends import Backend, backend_for
 from shared.features import Columns, columns_from_dicts, feature_names
+from shared.prior import prior_predict
 from shared.schemas import PredictionRequest, TrainingEntry
 from shared.settings import Calibration, TrainingSettings
 from shared.target_space import space_for
@@ -113,23 +114,18 @@ def replay_target(
             serving = pending.pop(0)[1]
         batch = np.arange(start, min(start + per, n))
         scored = batch[measured[batch]]
-        served = None
-        if serving is not None and serving.fit.model is not None:
-            served = served_ms(serving.backend, serving.fit, _subset(ask_cols, scored)) * math.exp(
-                live
-            )
+        trained = serving is not None and serving.fit.model is not None
+        if serving is not None and trained:
+            asked = _subset(ask_cols, scored)
+            served = served_ms(serving.backend, serving.fit, asked) * math.exp(live)
+        else:  # what the prediction server answers before a model of this target
+            served = prior_predict(target, _subset(ask_cols, scored))
         seen = actual[:start][measured[:start]]
         if k >= warmup and len(seen):
             naive = float(np.quantile(seen, q))
-            for i, row in enumerate(scored):  # before any model: scored as the naive p90
-                records.add(
-                    int(row),
-                    float(actual[row]),
-                    naive if served is None else float(served[i]),
-                    naive,
-                    served is not None,
-                )
-        if adaptive and served is not None and len(scored):
+            for i, row in enumerate(scored):
+                records.add(int(row), float(actual[row]), float(served[i]), naive, trained)
+        if adaptive and trained and len(scored):
             live = aci_step(live, actual[scored], served, q, settings.calibration_step)
         sent = np.arange(batch[-1] + 1)
         mine = sent[measured[sent]]
