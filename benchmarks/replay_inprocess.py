@@ -2,14 +2,15 @@
 
 Same batches, same order, same scoring and naive p90 as the online mode of
 benchmarks/replay.py, but in one process and deterministic: each row joins the held-out
-share with probability LATENCY_TEST_TRAIN_RATIO (seeded), a retrain runs after every
-`--retrain-interval / --batch-seconds` batches on every row sent so far (the retrainer's
-own fit on the same windows) and answers from the batch after next (a retrain on the
-clock sees the batch in flight at best, and the prediction server loads it a sync later),
-and the live calibration factor moves after every batch (aci_step, as the leading trainer
-does once a second) and applies from the next batch. What it leaves out: retrain time, the
-retention and window caps, sync jitter. A trace takes seconds; use the online mode for
-the figures that count.
+share with probability LATENCY_TEST_TRAIN_RATIO (seeded); the retrainer's schedule
+(training_server.warmup: the clock of `--retrain-interval / --batch-seconds` batches, and
+early retrains while the data is small) is asked half-way between batches, and a retrain
+it calls for fits every row sent so far (the retrainer's own train_target on the same
+windows) and answers from the next batch (the prediction server loads it within a sync);
+the prior answers a target until then; and the live calibration factor moves after every
+batch (aci_step, as the leading trainer does once a second) and applies from the next
+batch. What it leaves out: retrain time, the retention and window caps, sync jitter. A
+trace takes seconds; use the online mode for the figures that count.
 """
 
 from __future__ import annotations
@@ -24,17 +25,18 @@ import numpy as np
 from benchmarks.replay_metrics import TargetRecords, summarize_online
 from benchmarks.traces import prediction_rows
 from shared.backends import Backend, backend_for
-from shared.features import Columns, columns_from_dicts, feature_names
+from shared.features import Columns, columns_from_dicts
 from shared.prior import prior_predict
 from shared.schemas import PredictionRequest, TrainingEntry
 from shared.settings import Calibration, TrainingSettings
-from shared.target_space import space_for
 from shared.targets import TARGETS, Target
 from training_server.live_calibrator import aci_step
-from training_server.training import TargetFit, fit_params, fit_target, served_ms
+from training_server.model_selection import train_target
+from training_server.training import TargetFit, served_ms
+from training_server.warmup import RetrainSchedule
 
 # Batches between the last row a retrain saw and the first batch its model answers.
-SERVE_LAG_BATCHES = 2
+SERVE_LAG_BATCHES = 1
 
 
 @dataclass
@@ -50,38 +52,32 @@ def fit_as_retrainer(
     train: tuple[Columns, np.ndarray],
     test: tuple[Columns, np.ndarray],
 ) -> RetrainerFit:
-    """One target's fit exactly as Retrainer._retrain makes it from its two windows."""
-    names = feature_names(
-        target,
-        token_in_flight=settings.enable_token_in_flight_features,
-        encoder=settings.enable_encoder_features,
-    )
-    backend = backend_for(settings.model_type)
-    fit = fit_target(
-        backend,
-        fit_params(settings, target, names),
-        names,
-        train,
-        test,
-        space=space_for(target),
-        min_samples=settings.min_samples_for_retrain,
-        calibrate=settings.calibration is not Calibration.NONE,
-    )
-    return RetrainerFit(backend, fit, None)
+    """One target's fit exactly as the retrainer makes it from its two windows."""
+    fit = train_target(settings, target, train, test)
+    return RetrainerFit(backend_for(settings.model_type), fit, fit.choice)
 
 
 def _subset(columns: Columns, index: np.ndarray) -> Columns:
     return {name: values[index] for name, values in columns.items()}
 
 
-class ClockSchedule:
-    """Retrain every `every` batches (the retrainer's clock)."""
+class ReplaySchedule:
+    """The retrainer's schedule (training_server.warmup) on the replay's clock: it looks
+    half-way between batches, so a retrain sees every batch sent so far and answers from
+    the next one."""
 
-    def __init__(self, every: int):
-        self.every = every
+    def __init__(self, interval_batches: int, early: bool):
+        self.now = 0.0
+        self.schedule = RetrainSchedule(
+            float(interval_batches), early=early, clock=lambda: self.now
+        )
 
     def due(self, batch: int, rows: int) -> bool:
-        return (batch + 1) % self.every == 0
+        self.now = batch + 0.5
+        if not self.schedule.due(rows):
+            return False
+        self.schedule.started(rows)
+        return True
 
 
 def replay_target(
@@ -104,8 +100,9 @@ def replay_target(
     actual = np.array([float(r.get(target.actual_field) or 0) for r in rows])
     measured = actual > 0
     adaptive = settings.calibration is Calibration.ADAPTIVE
-    schedule = ClockSchedule(retrain_every)
+    schedule = ReplaySchedule(retrain_every, settings.early_retrains)
     records = TargetRecords()
+    retrains: list[dict[str, Any]] = []
     serving: RetrainerFit | None = None
     pending: list[tuple[int, RetrainerFit]] = []  # (first batch it answers, fit)
     live = 0.0
@@ -129,7 +126,7 @@ def replay_target(
             live = aci_step(live, actual[scored], served, q, settings.calibration_step)
         sent = np.arange(batch[-1] + 1)
         mine = sent[measured[sent]]
-        if schedule.due(k, len(mine)):
+        if schedule.due(k, int(batch[-1]) + 1):
             train, test = mine[~held[mine]], mine[held[mine]]
             fit = fit_as_retrainer(
                 settings,
@@ -138,7 +135,27 @@ def replay_target(
                 (_subset(train_cols, test), actual[test]),
             )
             pending.append((k + SERVE_LAG_BATCHES, fit))
-    return summarize_online(records, n, windows, q)
+            retrains.append(
+                {
+                    "batch": k + 1,
+                    "rows": len(train),
+                    "choice": fit.choice,
+                    "log_offset": fit.fit.log_offset,
+                    "live": live,
+                    "candidates": fit.fit.candidates,
+                }
+            )
+    summary = summarize_online(records, n, windows, q)
+    summary["retrains"] = retrains
+    summary["model_choices"] = _counts(r["choice"] for r in retrains)
+    return summary
+
+
+def _counts(values: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for value in values:
+        out[str(value)] = out.get(str(value), 0) + 1
+    return out
 
 
 def _held_out(n: int, settings: TrainingSettings, seed: int) -> np.ndarray:

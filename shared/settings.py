@@ -24,10 +24,10 @@ class ObjectiveType(str, Enum):
 
 
 class Calibration(str, Enum):
-    """How served p90s are corrected toward the requested coverage (training_server.calibration)."""
+    """How served p90s are corrected toward the requested coverage (training_server.conformal)."""
 
     NONE = "none"  # serve the model's own quantile
-    SPLIT = "split"  # a conformal factor per bundle, from held-out rows
+    SPLIT = "split"  # a conformal factor per bundle, from out-of-fold scores (cross-conformal)
     ADAPTIVE = "adaptive"  # that, times a live factor that tracks the served misses
 
 
@@ -110,6 +110,11 @@ class TrainingSettings(CommonSettings):
         50, ge=1, validation_alias=_env("LATENCY_TPOT_MIN_ROWS_PER_LEAF")
     )
     train_threads: int = Field(0, ge=0, validation_alias=_env("LATENCY_TRAIN_THREADS"))
+    # Each retrain chooses per target among the running p90 and tree models by out-of-fold
+    # pinball loss (training_server.model_selection); off: the configured trees alone.
+    model_selection: bool = Field(True, validation_alias=_env("LATENCY_MODEL_SELECTION"))
+    # While the store is small, retrain whenever the stored rows doubled (training_server.warmup).
+    early_retrains: bool = Field(True, validation_alias=_env("LATENCY_EARLY_RETRAINS"))
     calibration: Calibration = Field(
         Calibration.ADAPTIVE, validation_alias=_env("LATENCY_CALIBRATION")
     )
