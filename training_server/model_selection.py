@@ -34,8 +34,10 @@ from training_server.training import (
 )
 
 # Out-of-fold fits use at most this many of the newest rows: enough to rank candidates and
-# place a factor, and the extra cost stays flat however large the window grows.
-MAX_SELECTION_ROWS = 20_000
+# place a factor (1,000 scores above the p90), and the extra cost stays flat however large
+# the window grows: both targets at 200k stored rows retrain in 3.9-4.6 s on one core, 5.4-7 s
+# with 20,000 (benchmarks/README.md, bench_retrain.py).
+MAX_SELECTION_ROWS = 10_000
 
 
 class Scored:
