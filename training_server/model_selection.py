@@ -2,8 +2,9 @@
 row, calibrate it cross-conformally, score it on the held-out rows.
 
 Every candidate (training_server.candidates: the running p90, and tree models) is fitted
-K times on the newest training rows (at most MAX_SELECTION_ROWS, so a large store costs a
-bounded extra), each fold predicted by a model that never saw it. Each candidate's
+K times (training_server.conformal.fold_ids) on the newest training rows (at most
+MAX_SELECTION_ROWS, so a large store costs a bounded extra), each fold predicted by a model
+that never saw it. Each candidate's
 out-of-fold predictions get their own conformal factor and are then scored by pinball loss
 in ms, the loss the EPP pays; the lowest wins (the simpler one on a tie), so a tree model
 is served only once it beats the running p90 on rows it never saw. The winner is refitted
@@ -35,8 +36,8 @@ from training_server.training import (
 
 # Out-of-fold fits use at most this many of the newest rows: enough to rank candidates and
 # place a factor (1,000 scores above the p90), and the extra cost stays flat however large
-# the window grows: both targets at 200k stored rows retrain in 3.9-4.6 s on one core, 5.4-7 s
-# with 20,000 (benchmarks/README.md, bench_retrain.py).
+# the window grows (both targets at 200k stored rows: 3.7-5.0 s on one core with 3 folds
+# of 10,000 rows, 7.0 s with 5 of 20,000; benchmarks/README.md, bench_retrain.py).
 MAX_SELECTION_ROWS = 10_000
 
 
