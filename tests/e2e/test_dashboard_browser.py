@@ -47,7 +47,8 @@ def chromium_path() -> str:
 def servers(tmp_path: Path) -> Iterator[tuple[LiveServer, LiveServer]]:
     env = {"LATENCY_DB_URL": f"sqlite:///{tmp_path / 'store.db'}",
            "LATENCY_MODEL_DIR": str(tmp_path / "models"), "LATENCY_N_ESTIMATORS": "10",
-           "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50", "LATENCY_RETRAINING_INTERVAL_SEC": "3600"}
+           "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50", "LATENCY_RETRAINING_INTERVAL_SEC": "3600",
+           "LATENCY_EARLY_RETRAINS": "false"}  # the test retrains with POST /retrain
     trainer = LiveServer("training_server", free_port(), env, tmp_path / "training.log")
     predictor = LiveServer("prediction_server", free_port(), {
         **env, "TRAINING_SERVER_URL": trainer.url, "MODEL_SYNC_INTERVAL_SEC": "1",

@@ -29,7 +29,8 @@ def eventually(probe: Callable[[], T | None], timeout: float, what: str) -> T:
 def trainer_env(tmp_path: Path) -> dict[str, str]:
     return {"LATENCY_DB_URL": f"sqlite:///{tmp_path / 'store.db'}",
             "LATENCY_MODEL_DIR": str(tmp_path / "models"), "LATENCY_N_ESTIMATORS": "10",
-            "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50", "LATENCY_RETRAINING_INTERVAL_SEC": "3600"}
+            "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50", "LATENCY_RETRAINING_INTERVAL_SEC": "3600",
+            "LATENCY_EARLY_RETRAINS": "false"}
 
 
 def retrain(trainer: LiveServer, seed: int) -> str:

@@ -75,7 +75,8 @@ def test_the_retrain_loop_trains_early_on_a_real_store(
 ) -> None:
     """With a 60 s clock the first model still lands within a few ticks of the first rows,
     and the next one soon after the rows doubled."""
-    settings = training_settings(tmp_path, migrated_url, retraining_interval_sec=60.0)
+    settings = training_settings(tmp_path, migrated_url, retraining_interval_sec=60.0,
+                                 early_retrains=True)
     retrainer = Retrainer(settings, store, TrainingMetrics(), on_publish=lambda b: None)
     retrainer.start()
     try:
