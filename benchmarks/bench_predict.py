@@ -33,6 +33,7 @@ import numpy as np
 import orjson
 
 from benchmarks.traces import all_trace_rows, prediction_rows, resample
+from latency_cli.processes import ServerProcess, free_port
 from shared.backends import backend_for
 from shared.features import build_matrix, columns_from_dicts
 from shared.predictor import LoadedBundle, load_current_bundle
@@ -40,7 +41,6 @@ from shared.schemas import PredictionRequest, TrainingEntry
 from shared.settings import TrainingSettings
 from shared.targets import TARGETS
 from shared.tree_eval import EVALUATOR
-from tests.live import LiveServer, free_port
 from training_server.db import make_engine
 from training_server.metrics import TrainingMetrics
 from training_server.migrate import upgrade
@@ -212,7 +212,7 @@ def main() -> None:
         workdir = Path(tmp)
         bundle = train_bundle(workdir / "models", workdir)
         env = {"LATENCY_MODEL_DIR": str(workdir / "models"), "LATENCY_WORKERS": "1"}
-        server = LiveServer("prediction_server", free_port(), env, workdir / "server.log")
+        server = ServerProcess("prediction_server", free_port(), env, workdir / "server.log")
         server.start()
         try:
             pin(server.proc.pid, server_cpu)

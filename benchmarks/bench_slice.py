@@ -22,9 +22,9 @@ from pathlib import Path
 import httpx
 
 from benchmarks.traces import all_trace_rows, prediction_rows, resample
+from latency_cli.processes import ServerProcess, free_port
 from shared.schemas import TrainingEntry
 from shared.settings import TrainingSettings
-from tests.live import LiveServer, free_port
 from training_server.db import make_engine
 from training_server.metrics import TrainingMetrics
 from training_server.migrate import upgrade
@@ -65,7 +65,7 @@ def bench_retrain(sizes: list[int], workdir: Path) -> None:
         engine.dispose()
 
 
-def _served(predictors: list[LiveServer]) -> set[str]:
+def _served(predictors: list[ServerProcess]) -> set[str]:
     return {httpx.get(f"{p.url}/status").json()["model_version"] for p in predictors}
 
 
@@ -76,8 +76,8 @@ def bench_live(workdir: Path, calls: int, cycles: int) -> None:
         "LATENCY_MODEL_DIR": str(workdir / "live-models"),
         "LATENCY_RETRAINING_INTERVAL_SEC": "10",
     }
-    trainer = LiveServer("training_server", free_port(), env, workdir / "training.log")
-    predictors = [LiveServer("prediction_server", free_port(), env, workdir / f"pred-{i}.log")
+    trainer = ServerProcess("training_server", free_port(), env, workdir / "training.log")
+    predictors = [ServerProcess("prediction_server", free_port(), env, workdir / f"pred-{i}.log")
                   for i in range(2)]
     try:
         trainer.start()

@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.synthetic import synthetic_rows
-from tests.live import LiveServer, free_port
+from latency_cli.synthetic import synthetic_rows
+from latency_cli.processes import ServerProcess, free_port
 
 CHROMIUM = "/usr/bin/chromium"
 SKIP_BROWSER = os.environ.get("LATENCY_TEST_SKIP_BROWSER") == "1"
@@ -44,12 +44,12 @@ def chromium_path() -> str:
 
 
 @pytest.fixture
-def servers(tmp_path: Path) -> Iterator[tuple[LiveServer, LiveServer]]:
+def servers(tmp_path: Path) -> Iterator[tuple[ServerProcess, ServerProcess]]:
     env = {"LATENCY_DB_URL": f"sqlite:///{tmp_path / 'store.db'}",
            "LATENCY_MODEL_DIR": str(tmp_path / "models"), "LATENCY_N_ESTIMATORS": "10",
            "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50", "LATENCY_RETRAINING_INTERVAL_SEC": "3600"}
-    trainer = LiveServer("training_server", free_port(), env, tmp_path / "training.log")
-    predictor = LiveServer("prediction_server", free_port(), {
+    trainer = ServerProcess("training_server", free_port(), env, tmp_path / "training.log")
+    predictor = ServerProcess("prediction_server", free_port(), {
         **env, "TRAINING_SERVER_URL": trainer.url, "MODEL_SYNC_INTERVAL_SEC": "1",
         "LATENCY_WORKERS": "1",
     }, tmp_path / "prediction.log")
@@ -60,14 +60,14 @@ def servers(tmp_path: Path) -> Iterator[tuple[LiveServer, LiveServer]]:
         trainer.stop()
 
 
-def retrain(trainer: LiveServer, seed: int) -> str:
+def retrain(trainer: ServerProcess, seed: int) -> str:
     rows = {"entries": synthetic_rows(300, seed=seed)}
     response = httpx.post(f"{trainer.url}/add_training_data_bulk", json=rows, timeout=30)
     assert response.status_code == 202, response.text
     return httpx.post(f"{trainer.url}/retrain", timeout=60).json()["outcome"]
 
 
-def failing_retrain(trainer: LiveServer, model_dir: Path) -> None:
+def failing_retrain(trainer: ServerProcess, model_dir: Path) -> None:
     """A real publish failure: a file where the versions directory must be."""
     versions, aside = model_dir / "versions", model_dir / "versions.aside"
     versions.rename(aside)
@@ -79,12 +79,12 @@ def failing_retrain(trainer: LiveServer, model_dir: Path) -> None:
         aside.rename(versions)
 
 
-def model_version(trainer: LiveServer) -> str:
+def model_version(trainer: ServerProcess) -> str:
     return httpx.get(f"{trainer.url}/data/status", timeout=10).json()["model_version"]
 
 
 def test_dashboard_charts_every_retrain_live(
-    chromium_path: str, servers: tuple[LiveServer, LiveServer], tmp_path: Path
+    chromium_path: str, servers: tuple[ServerProcess, ServerProcess], tmp_path: Path
 ) -> None:
     from playwright.sync_api import sync_playwright  # a dev extra: only this test needs it
 

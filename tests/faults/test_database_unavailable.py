@@ -41,7 +41,7 @@ from tests.faults.helpers import (
     wait_until,
 )
 from tests.faults.tcp_cut import TcpCut
-from tests.live import LiveServer
+from latency_cli.processes import ServerProcess
 from training_server.db import SQLITE_BUSY_TIMEOUT_SEC, make_engine, sqlite_busy_timeout
 from training_server.migrate import upgrade
 from training_server.store import SampleStore
@@ -54,7 +54,7 @@ def forwarded(url: str, port: int) -> str:
     return url.replace("@127.0.0.1:5432/", f"@127.0.0.1:{port}/", 1)
 
 
-def assert_retrains_again(trainer: LiveServer, model_dir: Path, after: str) -> str:
+def assert_retrains_again(trainer: ServerProcess, model_dir: Path, after: str) -> str:
     """Fresh rows are taken (202) and a retrain publishes a new version by itself."""
     reply = ingest(trainer.url, marked_rows(50_000_000, 200, seed=11))
     assert reply.status_code == 202, reply.text

@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from prediction_server.app import create_app as create_prediction_app
 from shared.schemas import COUNT_MAX
 from shared.settings import PredictionSettings
-from shared.synthetic import prediction_row, synthetic_rows
+from latency_cli.synthetic import prediction_row, synthetic_rows
 from shared.target_space import MAX_MS
 from tests.conftest import publish_trained_bundle, training_settings
 from training_server.app import create_app as create_training_app

@@ -11,7 +11,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Column, Engine, Integer, MetaData, inspect, select, text
 
 from shared.schemas import TrainingEntry
-from shared.synthetic import synthetic_rows
+from latency_cli.synthetic import synthetic_rows
 from training_server.db import make_engine
 from training_server.migrate import alembic_config, downgrade, upgrade
 from training_server.store import SampleStore

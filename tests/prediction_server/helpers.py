@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from prediction_server.app import create_app
 from shared.settings import PredictionSettings
-from shared.synthetic import synthetic_rows
+from latency_cli.synthetic import synthetic_rows
 
 
 @contextmanager

@@ -23,7 +23,7 @@ from shared.artifact import (
 from shared.decoding import decode_prediction_rows
 from shared.predictor import load_current_bundle
 from shared.settings import ModelType, ObjectiveType
-from shared.synthetic import synthetic_rows
+from latency_cli.synthetic import synthetic_rows
 from shared.targets import TARGETS
 from tests.conftest import publish_trained_bundle
 from tests.factories import make_tar

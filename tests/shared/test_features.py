@@ -18,7 +18,7 @@ from shared.features import (
     pod_type_code,
 )
 from shared.schemas import PredictionRequest
-from shared.synthetic import prediction_row, synthetic_rows
+from latency_cli.synthetic import prediction_row, synthetic_rows
 from shared.targets import TARGETS, Target
 
 ROWS = TypeAdapter(list[PredictionRequest])

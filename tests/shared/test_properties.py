@@ -45,7 +45,7 @@ from shared.predictor import LoadedBundle, load_current_bundle, prior_bundle
 from shared.responses import predictions_json
 from shared.schemas import COUNT_MAX
 from shared.settings import ModelType, ObjectiveType, PredictionSettings
-from shared.synthetic import synthetic_rows
+from latency_cli.synthetic import synthetic_rows
 from shared.target_space import MAX_MS, TargetSpace, space_for, to_label, to_ms
 from shared.targets import TARGETS
 from tests.conftest import publish_trained_bundle

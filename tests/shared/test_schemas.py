@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from shared.schemas import PredictionRequest, TrainingEntry
-from shared.synthetic import prediction_row
+from latency_cli.synthetic import prediction_row
 
 REQUIRED_PREDICTION_FIELDS = (
     "kv_cache_percentage",

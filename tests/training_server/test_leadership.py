@@ -16,7 +16,7 @@ from sqlalchemy import create_engine, text
 from shared.artifact import read_current_version
 from shared.predictor import LoadedBundle
 from shared.schemas import TrainingEntry
-from shared.synthetic import synthetic_rows
+from latency_cli.synthetic import synthetic_rows
 from tests.conftest import PG_URL, training_settings
 from tests.training_server.conftest import OpenClient, ingest
 from training_server.db import make_engine

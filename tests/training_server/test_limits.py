@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from shared.limits import RequestLimits
-from shared.synthetic import synthetic_rows
+from latency_cli.synthetic import synthetic_rows
 from tests.training_server.conftest import OpenClient
 
 

@@ -16,7 +16,7 @@ from shared.live_calibration import (
     LiveCalibrationReader,
     read_live_calibration,
 )
-from shared.synthetic import synthetic_rows
+from latency_cli.synthetic import synthetic_rows
 from shared.targets import Target
 from tests.training_server.conftest import OpenClient, ingest, train
 from training_server.live_calibrator import aci_step

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from shared.artifact import read_current_version
 from shared.features import feature_names
-from shared.synthetic import prediction_row
+from latency_cli.synthetic import prediction_row
 from shared.targets import Target
 from tests.training_server.conftest import OpenClient, train
 
