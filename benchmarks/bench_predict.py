@@ -146,7 +146,7 @@ def metrics_call() -> float:
     """Seconds per call of what the server's Prometheus metrics add to a strict call."""
     from prometheus_client import CollectorRegistry
 
-    from shared.predict_metrics import PredictMetrics
+    from shared.web.predict_metrics import PredictMetrics
 
     metrics = PredictMetrics(CollectorRegistry())
     return time_per_call(lambda: metrics.observe("strict", 0.0004, 100))

@@ -16,10 +16,10 @@ from contextlib import asynccontextmanager
 import httpx
 
 from prediction_server.metrics import PredictionMetrics
-from shared.auth import TokenAuth
 from shared.predictor import LoadedBundle
-from shared.responses import rfc3339
 from shared.settings import PredictionSettings
+from shared.tokens import TokenAuth
+from shared.wire import rfc3339
 
 log = logging.getLogger(__name__)
 REPORT_PATH = "/prediction_servers/report"

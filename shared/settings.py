@@ -50,12 +50,12 @@ class CommonSettings(BaseSettings):
         10_000, ge=1, validation_alias=_env("LATENCY_MAX_ROWS_PER_CALL")
     )
     log_level: str = Field("info", validation_alias=_env("LATENCY_LOG_LEVEL"))
-    # Access control (shared.auth): with a token set, admin and mutating routes need it.
+    # Access control (shared.web.auth): with a token set, admin and mutating routes need it.
     api_token: SecretStr | None = Field(None, validation_alias=_env("LATENCY_API_TOKEN"))
     api_token_file: Path | None = Field(None, validation_alias=_env("LATENCY_API_TOKEN_FILE"))
     protect_epp_routes: bool = Field(False, validation_alias=_env("LATENCY_PROTECT_EPP_ROUTES"))
     protect_dashboard: bool = Field(False, validation_alias=_env("LATENCY_PROTECT_DASHBOARD"))
-    # Limits (shared.limits): larger bodies answer 413 before they are read whole; past
+    # Limits (shared.web.limits): larger bodies answer 413 before they are read whole; past
     # this many requests in progress uvicorn answers 503 instead of queueing without bound.
     max_body_bytes: int = Field(
         16 * 1024 * 1024, ge=1024, validation_alias=_env("LATENCY_MAX_BODY_BYTES")

@@ -8,15 +8,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
-
-from shared import auth
-from shared.artifact import BundleError
-from shared.limits import RequestLimits, refused_counter
 from shared.predict_api import build_predict_router
-from shared.predict_metrics import PredictMetrics
+
+from shared.artifact import BundleError
 from shared.predictor import LoadedBundle, load_current_bundle, prior_bundle
 from shared.settings import TrainingSettings
 from shared.targets import Target
+from shared.web import auth
+from shared.web.limits import RequestLimits, refused_counter
+from shared.web.predict_metrics import PredictMetrics
 from training_server import migrate
 from training_server.db import make_engine
 from training_server.leadership import make_leadership

@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from latency_cli.synthetic import prediction_row, synthetic_rows
 from latency_cli.processes import ServerProcess, free_port
+from latency_cli.synthetic import prediction_row, synthetic_rows
 
 BATCH = 200
 SHORT = prediction_row(input_token_length=50)

@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from shared.artifact import read_current_version
-from latency_cli.synthetic import synthetic_rows
 from latency_cli.processes import ServerProcess, free_port
+from latency_cli.synthetic import synthetic_rows
+from shared.artifact import read_current_version
 
 pytestmark = pytest.mark.postgres
 

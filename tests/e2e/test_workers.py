@@ -7,8 +7,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import publish_trained_bundle
 from latency_cli.processes import ServerProcess, free_port
+from tests.conftest import publish_trained_bundle
 
 
 def children(pid: int) -> list[int]:

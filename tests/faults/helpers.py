@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 import httpx
 
-from latency_cli.synthetic import synthetic_rows
 from latency_cli.processes import ServerProcess, free_port
+from latency_cli.synthetic import synthetic_rows
 
 T = TypeVar("T")
 

@@ -23,10 +23,10 @@ from typing import Any
 import httpx
 import pytest
 
+from latency_cli.processes import ServerProcess, free_port
 from shared.artifact import MANIFEST, bundle_dir_for, publish_pointer
 from tests.conftest import publish_trained_bundle
 from tests.faults.helpers import answer, metric, wait_until
-from latency_cli.processes import ServerProcess, free_port
 from tests.prediction_server.helpers import epp_rows
 
 SERVED = "20260101T000000.000000Z"  # trained on seed 1

@@ -26,6 +26,7 @@ import httpx
 import pytest
 from sqlalchemy.exc import OperationalError
 
+from latency_cli.processes import ServerProcess
 from shared.artifact import read_current_version
 from shared.predictor import load_current_bundle
 from shared.schemas import TrainingEntry
@@ -41,7 +42,6 @@ from tests.faults.helpers import (
     wait_until,
 )
 from tests.faults.tcp_cut import TcpCut
-from latency_cli.processes import ServerProcess
 from training_server.db import SQLITE_BUSY_TIMEOUT_SEC, make_engine, sqlite_busy_timeout
 from training_server.migrate import upgrade
 from training_server.store import SampleStore

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 
+from latency_cli.processes import ServerProcess, free_port
 from tests.faults.helpers import (
     answer,
     data_status,
@@ -20,7 +21,6 @@ from tests.faults.helpers import (
     trainer_env,
     wait_until,
 )
-from latency_cli.processes import ServerProcess, free_port
 from tests.prediction_server.helpers import epp_rows
 
 SYNC_SEC = 0.2

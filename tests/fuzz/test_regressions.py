@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from latency_cli.synthetic import prediction_row, synthetic_rows
 from prediction_server.app import create_app as create_prediction_app
 from shared.schemas import COUNT_MAX
 from shared.settings import PredictionSettings
-from latency_cli.synthetic import prediction_row, synthetic_rows
 from shared.target_space import MAX_MS
 from tests.conftest import publish_trained_bundle, training_settings
 from training_server.app import create_app as create_training_app

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
+from latency_cli.synthetic import synthetic_rows
 from shared.artifact import read_current_version
 from shared.predictor import LoadedBundle
 from shared.schemas import TrainingEntry
-from latency_cli.synthetic import synthetic_rows
 from tests.conftest import PG_URL, training_settings
 from tests.training_server.conftest import OpenClient, ingest
 from training_server.db import make_engine

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from latency_cli.synthetic import synthetic_row, synthetic_rows
 from shared.artifact import read_current_version
 from shared.features import columns_from_dicts
 from shared.predictor import LoadedBundle, load_current_bundle
 from shared.schemas import TrainingEntry
 from shared.settings import ModelType, ObjectiveType
-from latency_cli.synthetic import synthetic_row, synthetic_rows
 from shared.targets import TARGETS
 from tests.conftest import training_settings
 from training_server.metrics import TrainingMetrics

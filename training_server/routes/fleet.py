@@ -9,9 +9,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from shared.auth import Access, require
-from shared.json_body import JSONBodyRoute
-from shared.responses import rfc3339
+from shared.web.auth import Access, require
+from shared.web.json_body import JSONBodyRoute
+from shared.wire import rfc3339
 from training_server.prediction_fleet import PredictionFleet, SeenServer, ServerReport
 
 # JSONBodyRoute: a bad JSON body (NaN, 1e999, not UTF-8) answers the contract's 422.

@@ -11,13 +11,13 @@ from fastapi.concurrency import run_in_threadpool
 
 from shared.archive import import_bundle, pack_bundle
 from shared.artifact import MANIFEST, BundleError, bundle_dir_for
-from shared.auth import Access, require
 from shared.backends import XGBoostBackend, backend_for
 from shared.live_calibration import LIVE_CALIBRATION
 from shared.predictor import LoadedBundle, load_bundle
-from shared.responses import rfc3339
 from shared.settings import ModelType
 from shared.targets import Target
+from shared.web.auth import Access, require
+from shared.wire import rfc3339
 from training_server.deps import SettingsDep, StoreDep
 from training_server.routes.ops import store_counts
 

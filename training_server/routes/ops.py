@@ -10,12 +10,12 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from shared.auth import Access, require
 from shared.backends import backend_for
-from shared.json_body import JSONBodyRoute
-from shared.responses import rfc3339
 from shared.schemas import FlushRequest
 from shared.targets import TARGETS
+from shared.web.auth import Access, require
+from shared.web.json_body import JSONBodyRoute
+from shared.wire import rfc3339
 from training_server.deps import MetricsDep, RetrainerDep, SettingsDep, StoreDep
 from training_server.metrics import legacy_lines
 from training_server.store import empty_counts
