@@ -44,7 +44,7 @@ from shared.tree_eval import EVALUATOR
 from training_server.db import make_engine
 from training_server.metrics import TrainingMetrics
 from training_server.migrate import upgrade
-from training_server.retrainer import Retrainer
+from training_server.retrainer import Retrainer, trainer_slot
 from training_server.store import SampleStore
 
 PROCESSING = re.compile(rb'"processing_time_ms":([0-9.eE+-]+)')
@@ -63,7 +63,7 @@ def train_bundle(model_dir: Path, workdir: Path) -> LoadedBundle:
     store.add_samples([TrainingEntry.model_validate(r)
                        for r in resample(all_trace_rows(), 20_000, seed=3)])
     settings = TrainingSettings(db_url=url, model_dir=model_dir)
-    Retrainer(settings, store, TrainingMetrics(), on_publish=lambda b: None).run_once()
+    Retrainer(settings, store, TrainingMetrics(), trainer_slot(settings)).run_once()
     engine.dispose()
     bundle = load_current_bundle(model_dir)
     assert bundle is not None and all(bundle.has_model(t) for t in TARGETS)

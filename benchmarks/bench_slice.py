@@ -28,7 +28,7 @@ from shared.settings import TrainingSettings
 from training_server.db import make_engine
 from training_server.metrics import TrainingMetrics
 from training_server.migrate import upgrade
-from training_server.retrainer import Retrainer
+from training_server.retrainer import Retrainer, trainer_slot
 from training_server.store import SampleStore
 
 
@@ -54,7 +54,7 @@ def bench_retrain(sizes: list[int], workdir: Path) -> None:
             # retention raised so the whole n is trained on (default caps 10k per bucket)
             max_training_data_size_per_bucket=1_000_000, max_test_data_size=1_000_000,
         )
-        retrainer = Retrainer(settings, store, TrainingMetrics(), on_publish=lambda b: None)
+        retrainer = Retrainer(settings, store, TrainingMetrics(), trainer_slot(settings))
         t0 = time.perf_counter()
         outcome = retrainer.run_once()
         elapsed = time.perf_counter() - t0

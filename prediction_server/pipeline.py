@@ -122,10 +122,6 @@ def encode_strict(bundle: LoadedBundle, predictions: Predictions, rows: int,
     return b'{"predictions":' + predictions_json(bundle, predictions) + b"," + tail[1:]
 
 
-def encode_one(bundle: LoadedBundle, predictions: Predictions) -> bytes:
-    return orjson.dumps(prediction_payloads(bundle, predictions)[0])
-
-
 def encode_bulk(bundle: LoadedBundle, total: int, valid: list[tuple[int, dict[str, Any]]],
                 predictions: Predictions | None, errors: list[dict[str, Any]],
                 started: float) -> bytes:

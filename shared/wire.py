@@ -56,6 +56,11 @@ def prediction_payloads(
     return [{"ttft_ms": a, "tpot_ms": b, **common} for a, b in zip(ttft, tpot, strict=True)]
 
 
+def encode_prediction(bundle: LoadedBundle, predictions: dict[Target, np.ndarray]) -> bytes:
+    """The answer of /predict: the one row's response object."""
+    return orjson.dumps(prediction_payloads(bundle, predictions)[0])
+
+
 def predictions_json(bundle: LoadedBundle, predictions: dict[Target, np.ndarray]) -> bytes:
     """The JSON array prediction_payloads would encode to, built as bytes directly: each
     number is written once by orjson and every row shares one encoded tail (half the time)."""

@@ -25,6 +25,7 @@ from shared.schemas import (
     PredictionResponse,
 )
 from shared.web.json_body import JSONBodyRoute
+from shared.wire import encode_prediction
 
 # Above this many rows the tree walk takes long enough (~1 ms) to be worth a thread hop,
 # so other requests on the event loop are not held up; below it the hop costs more.
@@ -112,6 +113,6 @@ async def predict_bulk(envelope: BulkPredictionEnvelope, bundle: ServingBundle,
 async def predict(row: PredictionRequest, bundle: ServingBundle, metrics: MetricsDep) -> Response:
     started = time.perf_counter()
     predictions = pipeline.predict(bundle, pipeline.decode_rows([row.model_dump()]))
-    body = pipeline.encode_one(bundle, predictions)
+    body = encode_prediction(bundle, predictions)
     metrics.predict.observe("predict", time.perf_counter() - started, 1)
     return Response(body, media_type="application/json")
