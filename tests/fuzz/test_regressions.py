@@ -54,7 +54,7 @@ def with_literal(row: dict[str, Any], field: str, literal: str) -> str:
     return json.dumps({**row, field: "@@"}).replace('"@@"', literal)
 
 
-# --- the predict routes (shared.predict_api), on both servers ------------------------------
+# --- the predict routes (prediction_server.routes.predict) ------------------------------
 
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
 @pytest.mark.parametrize("field", ["kv_cache_percentage", "input_token_length"])
