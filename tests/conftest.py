@@ -15,14 +15,34 @@ from sqlalchemy.exc import OperationalError
 from latency_cli.synthetic import publish_trained_bundle
 from shared.settings import ModelType, ObjectiveType, TrainingSettings
 from shared.targets import Target
+from tests.postgres_server import EmbeddedPostgres, answers, start_embedded
 from training_server.db import make_engine
 from training_server.migrate import upgrade
 from training_server.store import SampleStore
 
+# The PostgreSQL the suite uses: LATENCY_TEST_PG_URL, or the server on 127.0.0.1:5432; when
+# that does not answer, pytest_configure starts our own (tests/postgres_server.py) and
+# points PG_URL at it. Test modules read PG_URL after configuration (at collection).
 PG_URL = os.environ.get(
     "LATENCY_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
 SKIP_PG = os.environ.get("LATENCY_TEST_SKIP_POSTGRES") == "1"
+_EMBEDDED: list[EmbeddedPostgres] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global PG_URL
+    if SKIP_PG or answers(PG_URL):
+        return
+    server = start_embedded()
+    _EMBEDDED.append(server)
+    PG_URL = server.url
+    print(f"\nno PostgreSQL answered; started our own at {PG_URL}")  # noqa: T201
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _EMBEDDED:
+        _EMBEDDED.pop().stop()
 
 
 @pytest.fixture

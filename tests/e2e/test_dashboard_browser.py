@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,15 +31,31 @@ REFRESH_WAIT_MS = 30_000
 # the page at each poll, which the page's own CSP (no 'unsafe-eval') rightly refuses.
 
 
+def installed_chromium() -> str | None:
+    return CHROMIUM if Path(CHROMIUM).is_file() else shutil.which("chromium")
+
+
+def install_debian_chromium() -> None:
+    """Debian's chromium package (Playwright drives it; no browser download), when we may."""
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
+        subprocess.run(command, env=env, check=False, capture_output=True, timeout=900)
+
+
 @pytest.fixture(scope="module")
 def chromium_path() -> str:
     if SKIP_BROWSER:
         pytest.skip("LATENCY_TEST_SKIP_BROWSER=1")
-    path = CHROMIUM if Path(CHROMIUM).is_file() else shutil.which("chromium")
+    if installed_chromium() is None:
+        install_debian_chromium()
+    path = installed_chromium()
     if path is None:
         pytest.fail(
-            f"no chromium at {CHROMIUM} or on PATH: install Debian's chromium (apt-get install "
-            "chromium; .ci/run does) or set LATENCY_TEST_SKIP_BROWSER=1 to skip this test knowingly"
+            f"no chromium at {CHROMIUM} or on PATH, and it could not be installed here (that "
+            "needs root and apt-get): run `sudo apt-get install chromium` (Debian/Ubuntu), or "
+            "set LATENCY_TEST_SKIP_BROWSER=1 to skip this test knowingly"
         )
     return path
 
