@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import tempfile
@@ -43,7 +44,7 @@ PROCESSING_VERSION = re.compile(rb'"model_version":"([^"]+)"}$')
 
 
 def say(text: str = "") -> None:
-    print(text, flush=True)  # noqa: T201 (benchmark output)
+    print(text, flush=True)
 
 
 async def fire(port: int, request: bytes, rate: float, seconds: float,
@@ -171,10 +172,8 @@ def main() -> None:
                                         json={"entries": batch})
                         rss.append(rss_mb(predictor.proc.pid))
                         k += 1
-                        try:
+                        with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(feeding.wait(), timeout=1.0)
-                        except TimeoutError:
-                            pass
 
             async def under_load() -> None:
                 feeder = asyncio.create_task(feed())

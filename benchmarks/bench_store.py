@@ -36,7 +36,7 @@ PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
 def say(line: str) -> None:
-    print(line, flush=True)  # noqa: T201 (benchmark output)
+    print(line, flush=True)
 
 
 def rss_mb(pid: int) -> float:

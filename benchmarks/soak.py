@@ -38,7 +38,7 @@ SEED_ROWS = 25_000
 
 
 def say(text: str = "") -> None:
-    print(text, flush=True)  # noqa: T201 (benchmark output)
+    print(text, flush=True)
 
 
 async def ingest(url: str, trace: list[dict[str, Any]], batch: int, seconds: float,

@@ -75,9 +75,9 @@ def run(args: argparse.Namespace) -> int:
         raise answered(reply, f"POST {args.url}/predict")
     answer = reply.json()
     if args.json:
-        print(json.dumps(answer, indent=2))  # noqa: T201 (CLI output)
+        print(json.dumps(answer, indent=2))
     else:
-        print(align([  # noqa: T201
+        print(align([
             ["ttft_ms", f"{answer['ttft_ms']:.2f}"],
             ["tpot_ms", f"{answer['tpot_ms']:.2f}"],
             ["model version", str(answer.get("model_version"))],

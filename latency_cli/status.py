@@ -49,7 +49,7 @@ def url_list(value: str) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     report = gather(args.training_url, args.prediction_url or [PREDICTION_URL])
-    print(json.dumps(report, indent=2) if args.json else render(report))  # noqa: T201 (CLI output)
+    print(json.dumps(report, indent=2) if args.json else render(report))
     return 0 if report["all_up"] else 1
 
 

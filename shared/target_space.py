@@ -12,7 +12,7 @@ in the manifest; "ms" is how bundles written before this module were fitted.
 from __future__ import annotations
 
 import math
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 
@@ -29,7 +29,7 @@ MAX_MS = 1e12
 _MAX_LOG_MS = math.log(MAX_MS)
 
 
-class TargetSpace(str, Enum):
+class TargetSpace(StrEnum):
     MS = "ms"  # the model predicts milliseconds
     LOG_MS = "log_ms"  # the model predicts log(ms)
     LOG_MS_PER_QUEUED = "log_ms_per_queued"  # log(ms / (1 + num_request_waiting))

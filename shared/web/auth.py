@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from enum import Enum
+from enum import StrEnum
 
 from fastapi import Depends, HTTPException, Request
 
@@ -22,7 +22,7 @@ from shared.tokens import TokenSource
 log = logging.getLogger(__name__)
 
 
-class Access(str, Enum):
+class Access(StrEnum):
     ADMIN = "admin"  # always guarded when a token is configured
     EPP = "epp"  # guarded only with LATENCY_PROTECT_EPP_ROUTES
     DASHBOARD = "dashboard"  # guarded only with LATENCY_PROTECT_DASHBOARD

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from shared.settings import ModelType, PredictionSettings, TrainingSettings
+from shared.settings import ModelType, PredictionSettings, TrainingSettings, env_names
 
 
 def test_every_setting_is_read_from_its_prefixed_name(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -54,3 +54,11 @@ def test_a_server_with_half_a_tls_pair_exits_with_one_clear_line(tmp_path: Path)
     assert done.returncode == 1
     assert "invalid settings" in done.stderr and "LATENCY_TLS_KEY_FILE" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_env_names_lists_what_each_server_reads() -> None:
+    names = env_names(PredictionSettings)
+    assert {"LATENCY_MODEL_DIR", "LATENCY_WORKERS", "TRAINING_SERVER_URL", "PREDICT_PORT",
+            "MODEL_SYNC_INTERVAL_SEC"} <= names
+    assert "LATENCY_DB_URL" not in names and "LATENCY_PORT" not in names
+    assert "LATENCY_DB_URL" in env_names(TrainingSettings)
