@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fields = parser.add_argument_group("row fields (without --file the required ones must be "
                                        "given; the others default like the schema)")
     for name, info in FIELDS.items():
-        kind = info.annotation if info.annotation in (int, float) else str
+        kind: type = int if info.annotation is int else float if info.annotation is float else str
         fields.add_argument(flag(name), dest=name, type=kind, default=None,
                             metavar=kind.__name__.upper(), help=_field_help(name, kind))
 

@@ -99,7 +99,8 @@ def _json(c: httpx.Client, url: str, path: str, what: str) -> dict[str, Any]:
     reply = call(c, "GET", url, path, what)
     if reply.status_code != 200:
         raise answered(reply, f"the {what} at {url}{path}")
-    return reply.json()
+    body: dict[str, Any] = reply.json()
+    return body
 
 
 def _age(created_at: str | None) -> float | None:

@@ -48,14 +48,17 @@ def to_label(space: TargetSpace, columns: Columns, ms: np.ndarray) -> np.ndarray
     """What a model of `space` is fitted on, from observed milliseconds."""
     if space is TargetSpace.MS:
         return ms
-    label = np.log(np.maximum(ms, MIN_MS))
+    label: np.ndarray = np.log(np.maximum(ms, MIN_MS))
     return label - _log_queue(columns) if space is TargetSpace.LOG_MS_PER_QUEUED else label
 
 
 def to_ms(space: TargetSpace, columns: Columns, output: np.ndarray) -> np.ndarray:
     """Milliseconds from a model's raw output (the inverse of to_label), at most MAX_MS."""
+    ms: np.ndarray
     if space is TargetSpace.MS:
-        return np.minimum(output, MAX_MS)
+        ms = np.minimum(output, MAX_MS)
+        return ms
     if space is TargetSpace.LOG_MS_PER_QUEUED:
         output = output + _log_queue(columns)
-    return np.exp(np.minimum(output, _MAX_LOG_MS))
+    ms = np.exp(np.minimum(output, _MAX_LOG_MS))
+    return ms

@@ -221,8 +221,9 @@ class SampleStore:
     # retrain history --------------------------------------------------------------------
     def record_retrain(self, row: dict[str, Any]) -> int:
         with self.engine.begin() as conn:
-            result = conn.execute(insert(retrains).values(**row))
-            return int(result.inserted_primary_key[0])
+            key = conn.execute(insert(retrains).values(**row)).inserted_primary_key
+            assert key is not None  # an INSERT of one row always has one
+            return int(key[0])
 
     def list_retrains(self, *, limit: int = 50, offset: int = 0,
                       ok_only: bool = False) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hmac
 import logging
 from enum import StrEnum
+from typing import Any
 
 from fastapi import Depends, HTTPException, Request
 
@@ -59,10 +60,12 @@ def check(request: Request, access: Access) -> None:
         )
 
 
-def require(access: Access) -> list:
+def require(access: Access) -> list[Any]:
     """Route dependencies: `@router.post(..., dependencies=require(Access.ADMIN))`."""
+
     async def dependency(request: Request) -> None:  # async: no thread hop per request
         check(request, access)
+
     return [Depends(dependency)]
 
 
