@@ -244,13 +244,13 @@ def main() -> None:
         server = ServerProcess("prediction_server", free_port(), env, workdir / "server.log")
         server.start()
         try:
-            pin(server.proc.pid, server_cpu)
+            pin(server.pid, server_cpu)
             pin(os.getpid(), client_cpus)
             say(
                 f"bundle {bundle.version}: {len(bundle.features)} targets, tree walk "
                 f"{EVALUATOR}; server pid "
-                f"{server.proc.pid} on CPU {server_cpu}, client on CPU {client_cpus}; "
-                f"RSS {rss_mb(server.proc.pid):.0f} MB"
+                f"{server.pid} on CPU {server_cpu}, client on CPU {client_cpus}; "
+                f"RSS {rss_mb(server.pid):.0f} MB"
             )
             say(
                 f"\n{'rows':>5} {'conc':>5} {'calls/s':>9} {'rows/s':>10} {'client p50':>10} "
@@ -272,7 +272,7 @@ def main() -> None:
                         f"{pct(r['server_ms'], 50):10.3f} {pct(r['server_ms'], 99):7.3f} "
                         f"{r['errors']:6d}"
                     )
-            rss = rss_mb(server.proc.pid)
+            rss = rss_mb(server.pid)
         finally:
             server.stop()
         say(f"\nserver RSS after the run: {rss:.0f} MB")
