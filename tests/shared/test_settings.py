@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -39,8 +40,9 @@ def test_constructor_takes_field_names() -> None:
 
 @pytest.mark.parametrize("half", ["tls_cert_file", "tls_key_file"])
 def test_half_a_tls_pair_is_refused(half: str, tmp_path: Path) -> None:
+    half_pair: dict[str, Any] = {half: tmp_path / "x.pem"}
     with pytest.raises(ValidationError, match="both LATENCY_TLS_CERT_FILE and"):
-        TrainingSettings(**{half: tmp_path / "x.pem"})
+        TrainingSettings(**half_pair)
     pair = TrainingSettings(tls_cert_file=tmp_path / "c.pem", tls_key_file=tmp_path / "k.pem")
     assert pair.tls_cert_file is not None
 
