@@ -26,7 +26,7 @@ import pytest
 from latency_cli.processes import ServerProcess, free_port
 from shared.artifact import MANIFEST, bundle_dir_for, publish_pointer
 from tests.conftest import publish_trained_bundle
-from tests.faults.helpers import answer, metric, wait_until
+from tests.faults.helpers import answer, metric, present_metric, wait_until
 from tests.prediction_server.helpers import epp_rows
 
 SERVED = "20260101T000000.000000Z"  # trained on seed 1
@@ -57,7 +57,8 @@ class Library:
 
 
 def _manifest(bundle: Path) -> dict[str, Any]:
-    return json.loads((bundle / MANIFEST).read_text())
+    manifest: dict[str, Any] = json.loads((bundle / MANIFEST).read_text())
+    return manifest
 
 
 def _write_manifest(bundle: Path, manifest: dict[str, Any]) -> None:
@@ -147,7 +148,8 @@ def served(tmp_path_factory: pytest.TempPathFactory,
 def status(server: ServerProcess) -> dict[str, Any]:
     reply = httpx.get(f"{server.url}/status", timeout=10)
     assert reply.status_code == 200
-    return reply.json()
+    body: dict[str, Any] = reply.json()
+    return body
 
 
 @pytest.mark.parametrize("kind", list(BREAKERS))
@@ -157,7 +159,7 @@ def test_broken_bundle_is_refused_once_and_the_last_good_keeps_serving(
     server, model_dir = served
     breaker, reason = BREAKERS[kind]
     good_version, good_answer = answer(server, ROWS)
-    refused_before = metric(server.url, "latency_model_refused_total")
+    refused_before = present_metric(server.url, "latency_model_refused_total")
 
     bad, bundle = library.stage(model_dir, OTHER)
     breaker(bundle)
@@ -190,11 +192,14 @@ def test_pointer_outside_the_versions_folder_or_to_nothing_is_refused(
 ) -> None:
     server, model_dir = served
     good_version, good_answer = answer(server, ROWS)
-    refused_before = metric(server.url, "latency_model_refused_total")
+    refused_before = present_metric(server.url, "latency_model_refused_total")
     for bad in ("20990101T000000.000000Z", "../../etc"):  # no such folder; an escape
         publish_pointer(model_dir, bad)
-        wait_until(lambda bad=bad: bad in status(server)["refused_versions"],
-                   f"the server refuses CURRENT={bad!r}", timeout=10)
+
+        def refused(version: str = bad) -> bool:
+            return version in status(server)["refused_versions"]
+
+        wait_until(refused, f"the server refuses CURRENT={bad!r}", timeout=10)
     assert answer(server, ROWS) == (good_version, good_answer)
     assert httpx.get(f"{server.url}/readyz", timeout=10).status_code == 200
     assert metric(server.url, "latency_model_refused_total") == refused_before + 2

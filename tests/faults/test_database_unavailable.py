@@ -29,7 +29,6 @@ from sqlalchemy.exc import OperationalError
 
 from latency_cli.processes import ServerProcess
 from shared.artifact import read_current_version
-from shared.predictor import load_current_bundle
 from shared.schemas import TrainingEntry
 from tests.conftest import PG_URL
 from tests.faults.helpers import (
@@ -39,6 +38,8 @@ from tests.faults.helpers import (
     marked_rows,
     metric,
     new_trainer,
+    present_metric,
+    published_version,
     trainer_env,
     wait_until,
 )
@@ -67,7 +68,7 @@ def assert_retrains_again(trainer: ServerProcess, model_dir: Path, after: str) -
     """Fresh rows are taken (202) and a retrain publishes a new version by itself."""
     reply = ingest(trainer.url, marked_rows(50_000_000, 200, seed=11))
     assert reply.status_code == 202, reply.text
-    version = wait_until(
+    version: str = wait_until(
         lambda: (v := data_status(trainer.url)["model_version"]) not in (None, after) and v,
         "a retrain publishes after the store came back", timeout=30,
     )
@@ -77,7 +78,7 @@ def assert_retrains_again(trainer: ServerProcess, model_dir: Path, after: str) -
     assert status["last_retrain"]["status"] == "ok"
     assert metric(trainer.url, "latency_retrain_consecutive_failures") == 0.0
     assert read_current_version(model_dir) == version
-    assert load_current_bundle(model_dir).version == version
+    assert published_version(model_dir) == version
     assert httpx.get(f"{trainer.url}/readyz").status_code == 200
     assert httpx.get(f"{trainer.url}/healthz").json()["status"] == "ok"
     return version
@@ -145,15 +146,16 @@ def test_sqlite_locked_answers_503_and_recovers_without_a_restart(tmp_path: Path
             "the retrain that cannot record itself is counted as failed", timeout=15,
         )
         assert "database is locked" in failures["last_error"]
-        assert metric(trainer.url, "latency_retrain_consecutive_failures") >= 1.0
-        assert metric(trainer.url, 'latency_retrains_total{status="failed"}') >= 1.0
+        assert present_metric(trainer.url, "latency_retrain_consecutive_failures") >= 1.0
+        assert present_metric(trainer.url, 'latency_retrains_total{status="failed"}') >= 1.0
         # That retrain did publish (CURRENT moved before its record failed): the trainer
         # serves what CURRENT names, and does not republish the same rows at every tick.
         time.sleep(1.5 * SQLITE_INTERVAL)
         status = data_status(trainer.url)
         published = read_current_version(model_dir)
+        assert published is not None
         assert status["model_version"] == published
-        assert load_current_bundle(model_dir).version == published
+        assert published_version(model_dir) == published
         locked_for = time.monotonic() - locked_at
         assert status["retrain_failures"]["total"] <= locked_for / SQLITE_INTERVAL + 1
         assert status["retrain_failures"]["total"] == 1  # nothing new to fit: no more tries
@@ -191,7 +193,7 @@ def test_postgres_cut_answers_503_and_recovers_without_a_restart(
 
         assert tcp.cut() >= 1  # at least the leadership session and a pooled connection
         cut_at = time.monotonic()
-        codes = []
+        codes: list[int] = []
         while time.monotonic() - cut_at < 3 * INTERVAL:  # several retrain ticks
             t0 = time.monotonic()
             reply = ingest(trainer.url, marked_rows(3_000_000 + len(codes) * 200, 200, seed=4))
@@ -205,7 +207,7 @@ def test_postgres_cut_answers_503_and_recovers_without_a_restart(
         health = httpx.get(f"{trainer.url}/healthz").json()
         assert health == {"status": "ok", "consecutive_retrain_failures": 0}
         assert read_current_version(model_dir) == v1
-        assert load_current_bundle(model_dir).version == v1
+        assert published_version(model_dir) == v1
 
         tcp.restore()
         restored_at = time.monotonic()
