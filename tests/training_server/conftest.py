@@ -41,7 +41,8 @@ def client(open_client: OpenClient) -> TestClient:
 def ingest(client: TestClient, rows: list[dict[str, Any]]) -> dict[str, Any]:
     response = client.post("/add_training_data_bulk", json={"entries": rows})
     assert response.status_code == 202, response.text
-    return response.json()
+    accepted: dict[str, Any] = response.json()
+    return accepted
 
 
 def train(client: TestClient, n: int = 400, seed: int = 0) -> dict[str, Any]:
@@ -50,7 +51,8 @@ def train(client: TestClient, n: int = 400, seed: int = 0) -> dict[str, Any]:
     response = client.post("/retrain")
     assert response.status_code == 200
     assert response.json() == {"outcome": "ok", "last_error": None}
-    return client.get("/data/status").json()
+    status: dict[str, Any] = client.get("/data/status").json()
+    return status
 
 
 @pytest.fixture

@@ -8,12 +8,15 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
+from starlette.types import ASGIApp
 
 from latency_cli.synthetic import synthetic_rows
 from shared.web.limits import RequestLimits
+from tests.apps import app_of
 from tests.training_server.conftest import OpenClient
 
 
@@ -26,10 +29,18 @@ def refused(client: TestClient, route: str, reason: str) -> float:
     return 0.0
 
 
+@runtime_checkable
+class Wrapper(Protocol):
+    """A layer of Starlette's middleware chain: it calls the next one, `app`."""
+
+    app: ASGIApp
+
+
 def middleware(client: TestClient) -> RequestLimits:
     """The app's RequestLimits instance, found down Starlette's middleware chain."""
-    layer = client.app.middleware_stack
+    layer = app_of(client).middleware_stack
     while not isinstance(layer, RequestLimits):
+        assert isinstance(layer, Wrapper), f"no RequestLimits in the chain, reached {layer!r}"
         layer = layer.app
     return layer
 
