@@ -75,7 +75,8 @@ def postgres_url() -> Iterator[str]:
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def db_url(request: pytest.FixtureRequest) -> str:
-    return request.getfixturevalue(f"{request.param}_url")
+    url: str = request.getfixturevalue(f"{request.param}_url")
+    return url
 
 
 @pytest.fixture
@@ -120,7 +121,8 @@ MODEL_CHOICES = [
 
 @pytest.fixture(params=MODEL_CHOICES, ids=lambda c: f"{c[0].value}-{c[1].value}")
 def model_choice(request: pytest.FixtureRequest) -> tuple[ModelType, ObjectiveType]:
-    return request.param
+    choice: tuple[ModelType, ObjectiveType] = request.param
+    return choice
 
 
 __all__ = ["MODEL_CHOICES", "Target", "publish_trained_bundle", "training_settings"]

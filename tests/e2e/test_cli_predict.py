@@ -21,12 +21,11 @@ ROW = prediction_row(input_token_length=900, num_request_waiting=1, num_request_
 REQUIRED = ("kv_cache_percentage", "input_token_length", "num_request_waiting",
             "num_request_running", "num_tokens_generated", "prefix_cache_score")
 COMPARED = ("ttft_ms", "tpot_ms", "model_version", "quantile", "model_type", "objective_type")
+Cluster = tuple[ServerProcess, ServerProcess, str]  # trainer, predictor, served version
 
 
 @pytest.fixture(scope="module")
-def cluster(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[ServerProcess, ServerProcess, str]]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with trained_cluster(tmp_path_factory.mktemp("predict")) as servers:
         yield servers
 
@@ -48,7 +47,7 @@ def predicted(*args: str, stdin: str | None = None) -> dict[str, Any]:
     return {k: json.loads(done.stdout)[k] for k in COMPARED}
 
 
-def test_predict_from_flags_equals_post_predict(cluster) -> None:
+def test_predict_from_flags_equals_post_predict(cluster: Cluster) -> None:
     _, predictor, version = cluster
     expected = served(predictor.url, ROW)
     assert expected["model_version"] == version
@@ -63,14 +62,14 @@ def test_predict_from_flags_equals_post_predict(cluster) -> None:
     assert lines["quantile"].strip().startswith("0.9 ")
 
 
-def test_optional_fields_default_like_the_schema(cluster) -> None:
+def test_optional_fields_default_like_the_schema(cluster: Cluster) -> None:
     _, predictor, _ = cluster
     required_only = {name: ROW[name] for name in REQUIRED}
     assert predicted("--url", predictor.url, *flags(required_only)) == served(
         predictor.url, required_only)
 
 
-def test_predict_from_a_file_and_from_stdin(cluster, tmp_path: Path) -> None:
+def test_predict_from_a_file_and_from_stdin(cluster: Cluster, tmp_path: Path) -> None:
     trainer, predictor, _ = cluster
     expected = served(predictor.url, ROW)
     row_file = tmp_path / "row.json"
@@ -85,7 +84,7 @@ def test_predict_from_a_file_and_from_stdin(cluster, tmp_path: Path) -> None:
     assert predicted("--url", trainer.url, "--file", str(row_file)) == expected
 
 
-def test_a_bad_value_prints_the_field_and_exits_1(cluster, tmp_path: Path) -> None:
+def test_a_bad_value_prints_the_field_and_exits_1(cluster: Cluster, tmp_path: Path) -> None:
     _, predictor, _ = cluster
     done = cli("predict", "--url", predictor.url, *flags({**ROW, "kv_cache_percentage": 1.5}))
     assert done.returncode == 1

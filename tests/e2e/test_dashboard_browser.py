@@ -81,7 +81,8 @@ def retrain(trainer: ServerProcess, seed: int) -> str:
     rows = {"entries": synthetic_rows(300, seed=seed)}
     response = httpx.post(f"{trainer.url}/add_training_data_bulk", json=rows, timeout=30)
     assert response.status_code == 202, response.text
-    return httpx.post(f"{trainer.url}/retrain", timeout=60).json()["outcome"]
+    outcome: str = httpx.post(f"{trainer.url}/retrain", timeout=60).json()["outcome"]
+    return outcome
 
 
 def failing_retrain(trainer: ServerProcess, model_dir: Path) -> None:
@@ -97,7 +98,8 @@ def failing_retrain(trainer: ServerProcess, model_dir: Path) -> None:
 
 
 def model_version(trainer: ServerProcess) -> str:
-    return httpx.get(f"{trainer.url}/data/status", timeout=10).json()["model_version"]
+    version: str = httpx.get(f"{trainer.url}/data/status", timeout=10).json()["model_version"]
+    return version
 
 
 def test_dashboard_charts_every_retrain_live(

@@ -37,7 +37,8 @@ def retrain(trainer: ServerProcess, seed: int) -> str:
     response = httpx.post(f"{trainer.url}/add_training_data_bulk", json=rows, timeout=30)
     assert response.status_code == 202, response.text
     assert httpx.post(f"{trainer.url}/retrain", timeout=60).json()["outcome"] == "ok"
-    return httpx.get(f"{trainer.url}/data/status", timeout=10).json()["model_version"]
+    version: str = httpx.get(f"{trainer.url}/data/status", timeout=10).json()["model_version"]
+    return version
 
 
 def listed_on(trainer: ServerProcess, version: str) -> dict[str, Any] | None:
@@ -67,7 +68,14 @@ def test_the_trainer_lists_each_prediction_server_with_its_version(tmp_path: Pat
         assert len(httpx.get(f"{trainer.url}/prediction_servers", timeout=5).json()["servers"]) == 1
 
         predictor.stop()  # silent from now on: stale after 3 missed reports
-        eventually(lambda: listed_on(trainer, second)["stale"], 15, "the stopped server stale")
+
+        def stale() -> bool:
+            listed = listed_on(trainer, second)
+            assert listed is not None, "the stopped server is still listed"
+            is_stale: bool = listed["stale"]
+            return is_stale
+
+        eventually(stale, 15, "the stopped server stale")
     finally:
         predictor.stop()
         trainer.stop()

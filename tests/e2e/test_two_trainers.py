@@ -49,7 +49,8 @@ def trainers(tmp_path: Path, postgres_url: str) -> Iterator[list[ServerProcess]]
 def status(server: ServerProcess) -> dict[str, Any]:
     reply = httpx.get(f"{server.url}/data/status", timeout=5)
     assert reply.status_code == 200, reply.text
-    return reply.json()
+    body: dict[str, Any] = reply.json()
+    return body
 
 
 def ok_retrains(server: ServerProcess) -> list[dict[str, Any]]:
@@ -135,9 +136,10 @@ def test_one_leader_retrains_and_the_other_takes_over_after_sigkill(
         # The new leader publishes a model that includes samples the old one never saw.
         def published_by_the_survivor() -> bool:
             newest = ok_retrains(follower)[0]
-            return (newest["trainer"] == follower_id
-                    and newest["version"] == read_current_version(model_dir)
-                    == status(follower)["model_version"])
+            published: bool = (newest["trainer"] == follower_id
+                               and newest["version"] == read_current_version(model_dir)
+                               == status(follower)["model_version"])
+            return published
 
         wait_until(published_by_the_survivor, 60, "the new leader publishing")
     finally:

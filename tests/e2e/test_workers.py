@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -38,7 +39,7 @@ def test_each_worker_serves_the_newly_published_bundle(tmp_path: Path) -> None:
         assert len(python_children) == 2
         second = publish_trained_bundle(models, seed=2, version="20260102T000000.000000Z")
         deadline = time.monotonic() + 30
-        seen: list[dict] = []
+        seen: list[dict[str, Any]] = []
         while time.monotonic() < deadline:
             # fresh connections, so the kernel spreads them over both workers
             seen = [httpx.get(f"{server.url}/status").json() for _ in range(20)]

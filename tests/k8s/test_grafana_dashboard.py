@@ -121,11 +121,13 @@ def expr_errors(expr: str, exported: frozenset[str]) -> list[str]:
 
 @cache
 def dashboard() -> dict[str, Any]:
-    return json.loads(DASHBOARD.read_text())
+    board: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return board
 
 
 def panels() -> list[dict[str, Any]]:
-    return dashboard()["panels"]
+    listed: list[dict[str, Any]] = dashboard()["panels"]
+    return listed
 
 
 def variables() -> dict[str, dict[str, Any]]:
@@ -139,8 +141,9 @@ def exprs() -> Iterator[tuple[str, str]]:
 
 
 def variable_query(variable: dict[str, Any]) -> str:
-    query = variable["query"]
-    return query["query"] if isinstance(query, dict) else query
+    query = variable["query"]  # the string itself, or an object holding it under "query"
+    text: str = query["query"] if isinstance(query, dict) else query
+    return text
 
 
 _LABEL_VALUES = re.compile(r"label_values\((?P<selector>.+),\s*(?P<label>\w+)\)", re.DOTALL)

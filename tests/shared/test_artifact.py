@@ -39,7 +39,9 @@ def native_predict(model_type: ModelType, path: Path, x: np.ndarray) -> np.ndarr
     if model_type is ModelType.XGBOOST:
         booster = xgb.Booster(model_file=str(path))
         return booster.predict(xgb.DMatrix(x, feature_names=booster.feature_names))
-    return lgb.Booster(model_file=str(path)).predict(x)
+    output = lgb.Booster(model_file=str(path)).predict(x)
+    assert isinstance(output, np.ndarray)  # dense rows in, dense out (LightGBM types allow sparse)
+    return output
 
 
 def manifest_json(model_dir: Path, version: str) -> tuple[Path, dict[str, Any]]:
@@ -61,6 +63,7 @@ def test_bundle_round_trip_predicts_like_the_library(
     bundle_dir = bundle_dir_for(model_dir, manifest.version)
     for target in TARGETS:
         entry = manifest.targets[target]
+        assert entry.file is not None  # a trained bundle: every target has its model file
         assert entry.space is space_for(target)
         x = build_matrix(COLUMNS, entry.features)
         want = native_predict(model_type, bundle_dir / entry.file, x)
@@ -82,6 +85,7 @@ def test_bundle_from_before_target_spaces_predicts_plain_ms(model_dir: Path) -> 
     predictions = bundle.predict(COLUMNS)
     for target in TARGETS:
         entry = manifest.targets[target]
+        assert entry.file is not None
         want = native_predict(ModelType.XGBOOST, path.parent / entry.file,
                               build_matrix(COLUMNS, entry.features))
         assert np.median(want) > 1.0  # milliseconds, not log-milliseconds
@@ -99,6 +103,7 @@ def test_calibration_factor_scales_the_library_prediction(model_dir: Path) -> No
     predictions = bundle.predict(COLUMNS)
     for target, offset in zip(TARGETS, (0.25, -0.5), strict=True):
         entry = manifest.targets[target]
+        assert entry.file is not None
         want = native_predict(ModelType.XGBOOST, path.parent / entry.file,
                               build_matrix(COLUMNS, entry.features))
         want = to_ms(entry.space, COLUMNS, want)

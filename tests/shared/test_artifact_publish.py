@@ -97,6 +97,7 @@ def test_target_without_model_is_served_by_the_prior(model_dir: Path) -> None:
     ttft_file = bundle_dir_for(model_dir, half.version) / raw["targets"]["ttft"]["file"]
     x = build_matrix(COLUMNS, raw["targets"]["ttft"]["features"])
     output = lgb.Booster(model_file=str(ttft_file)).predict(x)
+    assert isinstance(output, np.ndarray)  # dense rows in, dense out (LightGBM types allow sparse)
     np.testing.assert_allclose(
         predictions[Target.TTFT], to_ms(half.targets[Target.TTFT].space, COLUMNS, output),
         rtol=1e-4,

@@ -31,7 +31,9 @@ def files(tmp_path: Path, v2: str | None = None, quota: str | None = None,
         (None, None, None, None),
     ],
 )
-def test_cgroup_cpu_limit(tmp_path: Path, v2, quota, period, expected) -> None:
+def test_cgroup_cpu_limit(
+    tmp_path: Path, v2: str | None, quota: str | None, period: str | None, expected: float | None
+) -> None:
     assert cgroup_cpu_limit(**files(tmp_path, v2, quota, period)) == expected
 
 

@@ -22,7 +22,8 @@ def report(client: TestClient, server_id: str, **fields: Any) -> None:
 def listed(client: TestClient) -> list[dict[str, Any]]:
     response = client.get("/prediction_servers")
     assert response.status_code == 200
-    return response.json()["servers"]
+    servers: list[dict[str, Any]] = response.json()["servers"]
+    return servers
 
 
 def test_a_report_is_listed_with_what_it_said(client: TestClient) -> None:

@@ -4,6 +4,8 @@ both objectives, swept along each constrained field from many starting points.""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -17,7 +19,7 @@ from training_server.calibration import split_oldest
 from training_server.training import fit_target, served_ms
 
 
-def noisy_ttft_rows(n: int) -> list[dict]:
+def noisy_ttft_rows(n: int) -> list[dict[str, Any]]:
     """Synthetic TTFT rows with heavy noise, so an unconstrained fit wiggles."""
     rng = np.random.default_rng(3)
     rows = [r for r in synthetic_rows(n, seed=8) if r["actual_ttft_ms"] > 0]
