@@ -63,7 +63,9 @@ async def fire(port: int, request: bytes, rate: float, seconds: float,
                     return
                 writer.write(request)
                 head = await reader.readuntil(b"\r\n\r\n")
-                length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+                length_field = re.search(rb"(?i)content-length: *(\d+)", head)
+                assert length_field is not None, head
+                length = int(length_field.group(1))
                 body = await reader.readexactly(length)
                 status = int(head.split(b" ", 2)[1])
                 answers.append(((time.perf_counter() - due) * 1000.0, status, body))

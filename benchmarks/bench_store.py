@@ -19,6 +19,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 from sqlalchemy import create_engine, text
@@ -65,8 +66,8 @@ class PgSchema:
         engine.dispose()
 
 
-def ingest_rate(url: str, batches: list[list[dict]], senders: int) -> float:
-    def send(batch: list[dict]) -> int:
+def ingest_rate(url: str, batches: list[list[dict[str, Any]]], senders: int) -> float:
+    def send(batch: list[dict[str, Any]]) -> int:
         reply = httpx.post(f"{url}/add_training_data_bulk", json={"entries": batch}, timeout=60)
         return len(batch) if reply.status_code == 202 else 0
 

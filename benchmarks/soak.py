@@ -37,6 +37,13 @@ ACCEPTED = re.compile(r"Accepted (\d+) training samples")
 SEED_ROWS = 25_000
 
 
+def accepted_count(message: str) -> int:
+    """The count in the trainer's 202 message ("Accepted N training samples ...")."""
+    found = ACCEPTED.search(message)
+    assert found is not None, message
+    return int(found[1])
+
+
 def say(text: str = "") -> None:
     print(text, flush=True)
 
@@ -56,7 +63,7 @@ async def ingest(url: str, trace: list[dict[str, Any]], batch: int, seconds: flo
                 continue
             tally["status"][reply.status_code] = tally["status"].get(reply.status_code, 0) + 1
             if reply.status_code == 202:
-                tally["accepted"] += int(ACCEPTED.search(reply.json()["message"]).group(1))
+                tally["accepted"] += accepted_count(reply.json()["message"])
 
 
 async def predict(url: str, body: bytes, rate: float, seconds: float,
@@ -119,10 +126,10 @@ def main() -> None:
             for k in range(SEED_ROWS // 1_000):
                 seed = httpx.post(f"{trainer.url}/add_training_data_bulk", timeout=60,
                                   json={"entries": resample(trace, 1_000, seed=1 + k)})
-                seeded += int(ACCEPTED.search(seed.raise_for_status().json()["message"])[1])
+                seeded += accepted_count(seed.raise_for_status().json()["message"])
             httpx.post(f"{trainer.url}/retrain", timeout=60).raise_for_status()
             trainer_rss = [rss_mb(trainer.pid)]
-            ingest_tally = {"sent": 0, "accepted": 0, "no_answer": 0, "status": {}}
+            ingest_tally: dict[str, Any] = {"sent": 0, "accepted": 0, "no_answer": 0, "status": {}}
             predict_tally: dict[str, Any] = {"unavailable": 0, "status": {}, "ms": []}
             restart: dict[str, float] = {}
 
