@@ -23,9 +23,7 @@ from training_server.store import SampleStore
 # The PostgreSQL the suite uses: LATENCY_TEST_PG_URL, or the server on 127.0.0.1:5432; when
 # that does not answer, pytest_configure starts our own (tests/postgres_server.py) and
 # points PG_URL at it. Test modules read PG_URL after configuration (at collection).
-PG_URL = os.environ.get(
-    "LATENCY_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
+PG_URL = os.environ.get("LATENCY_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 SKIP_PG = os.environ.get("LATENCY_TEST_SKIP_POSTGRES") == "1"
 _EMBEDDED: list[EmbeddedPostgres] = []
 

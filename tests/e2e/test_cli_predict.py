@@ -16,10 +16,22 @@ from latency_cli.processes import ServerProcess, free_port
 from latency_cli.synthetic import prediction_row
 from tests.e2e.test_cli_status import cli, trained_cluster
 
-ROW = prediction_row(input_token_length=900, num_request_waiting=1, num_request_running=12,
-                     prefix_cache_score=0.25, pod_type="prefill", prefill_tokens_in_flight=300)
-REQUIRED = ("kv_cache_percentage", "input_token_length", "num_request_waiting",
-            "num_request_running", "num_tokens_generated", "prefix_cache_score")
+ROW = prediction_row(
+    input_token_length=900,
+    num_request_waiting=1,
+    num_request_running=12,
+    prefix_cache_score=0.25,
+    pod_type="prefill",
+    prefill_tokens_in_flight=300,
+)
+REQUIRED = (
+    "kv_cache_percentage",
+    "input_token_length",
+    "num_request_waiting",
+    "num_request_running",
+    "num_tokens_generated",
+    "prefix_cache_score",
+)
 COMPARED = ("ttft_ms", "tpot_ms", "model_version", "quantile", "model_type", "objective_type")
 Cluster = tuple[ServerProcess, ServerProcess, str]  # trainer, predictor, served version
 
@@ -31,8 +43,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def flags(row: dict[str, Any]) -> list[str]:
-    return [arg for name, value in row.items()
-            for arg in (f"--{name.replace('_', '-')}", str(value))]
+    return [
+        arg for name, value in row.items() for arg in (f"--{name.replace('_', '-')}", str(value))
+    ]
 
 
 def served(url: str, row: dict[str, Any]) -> dict[str, Any]:
@@ -66,7 +79,8 @@ def test_optional_fields_default_like_the_schema(cluster: Cluster) -> None:
     _, predictor, _ = cluster
     required_only = {name: ROW[name] for name in REQUIRED}
     assert predicted("--url", predictor.url, *flags(required_only)) == served(
-        predictor.url, required_only)
+        predictor.url, required_only
+    )
 
 
 def test_predict_from_a_file_and_from_stdin(cluster: Cluster, tmp_path: Path) -> None:
@@ -78,8 +92,9 @@ def test_predict_from_a_file_and_from_stdin(cluster: Cluster, tmp_path: Path) ->
     assert predicted("--url", predictor.url, "--file", "-", stdin=json.dumps(ROW)) == expected
     # a flag given with the file overrides its field
     longer = {**ROW, "input_token_length": 5000}
-    assert predicted("--url", predictor.url, "--file", str(row_file),
-                     "--input-token-length", "5000") == served(predictor.url, longer)
+    assert predicted(
+        "--url", predictor.url, "--file", str(row_file), "--input-token-length", "5000"
+    ) == served(predictor.url, longer)
     # the training server answers /predict from the same published bundle
     assert predicted("--url", trainer.url, "--file", str(row_file)) == expected
 
@@ -90,7 +105,8 @@ def test_a_bad_value_prints_the_field_and_exits_1(cluster: Cluster, tmp_path: Pa
     assert done.returncode == 1
     assert done.stderr.strip() == (
         f"latency-predictor predict: the server at {predictor.url} refused the row: "
-        "kv_cache_percentage: Input should be less than or equal to 1")
+        "kv_cache_percentage: Input should be less than or equal to 1"
+    )
     row_file = tmp_path / "row.json"
     row_file.write_text(json.dumps({**ROW, "input_token_length": -1, "prefix_cache_score": 2}))
     done = cli("predict", "--url", predictor.url, "--file", str(row_file))
@@ -126,4 +142,5 @@ def test_a_server_that_is_down() -> None:
     assert done.returncode == 1
     assert done.stderr.strip() == (
         f"latency-predictor predict: cannot reach the prediction server at {url}: "
-        "connection refused")
+        "connection refused"
+    )

@@ -46,8 +46,9 @@ def new_trainer(tmp_path: Path, env: dict[str, str]) -> ServerProcess:
     return ServerProcess("training_server", free_port(), env, tmp_path / "training.log")
 
 
-def wait_until(probe: Callable[[], T | None], what: str, timeout: float = 20.0,
-               interval: float = 0.05) -> T:
+def wait_until(
+    probe: Callable[[], T | None], what: str, timeout: float = 20.0, interval: float = 0.05
+) -> T:
     """Poll `probe` until it returns something truthy, at most `timeout` seconds; that value
     (never None: a probe answers None for "not yet")."""
     deadline = time.monotonic() + timeout
@@ -78,8 +79,9 @@ def data_status(url: str) -> dict[str, Any]:
     return status
 
 
-def answer(server: ServerProcess, rows: list[dict[str, Any]]
-           ) -> tuple[str, list[tuple[float, float]]]:
+def answer(
+    server: ServerProcess, rows: list[dict[str, Any]]
+) -> tuple[str, list[tuple[float, float]]]:
     """One strict call: the one version that answered, and every row's (ttft, tpot)."""
     reply = httpx.post(f"{server.url}/predict/bulk/strict", json={"requests": rows}, timeout=10)
     assert reply.status_code == 200, reply.text

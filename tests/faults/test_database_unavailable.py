@@ -70,7 +70,8 @@ def assert_retrains_again(trainer: ServerProcess, model_dir: Path, after: str) -
     assert reply.status_code == 202, reply.text
     version: str = wait_until(
         lambda: (v := data_status(trainer.url)["model_version"]) not in (None, after) and v,
-        "a retrain publishes after the store came back", timeout=30,
+        "a retrain publishes after the store came back",
+        timeout=30,
     )
     status = data_status(trainer.url)
     assert status["retrain_failures"]["consecutive"] == 0
@@ -114,8 +115,9 @@ def test_sqlite_url_timeout_bounds_the_wait_for_a_locked_database(tmp_path: Path
 def test_sqlite_locked_answers_503_and_recovers_without_a_restart(tmp_path: Path) -> None:
     db = tmp_path / "store.db"
     model_dir = tmp_path / "models"
-    env = trainer_env(tmp_path, f"sqlite:///{db}?timeout=1",
-                      LATENCY_RETRAINING_INTERVAL_SEC=str(SQLITE_INTERVAL))
+    env = trainer_env(
+        tmp_path, f"sqlite:///{db}?timeout=1", LATENCY_RETRAINING_INTERVAL_SEC=str(SQLITE_INTERVAL)
+    )
     trainer = new_trainer(tmp_path, env)
     lock: sqlite3.Connection | None = None
     try:
@@ -143,7 +145,8 @@ def test_sqlite_locked_answers_503_and_recovers_without_a_restart(tmp_path: Path
 
         failures = wait_until(
             lambda: (f := data_status(trainer.url)["retrain_failures"])["consecutive"] >= 1 and f,
-            "the retrain that cannot record itself is counted as failed", timeout=15,
+            "the retrain that cannot record itself is counted as failed",
+            timeout=15,
         )
         assert "database is locked" in failures["last_error"]
         assert present_metric(trainer.url, "latency_retrain_consecutive_failures") >= 1.0
@@ -166,9 +169,11 @@ def test_sqlite_locked_answers_503_and_recovers_without_a_restart(tmp_path: Path
         lock = None
         unlocked_at = time.monotonic()
         v3 = assert_retrains_again(trainer, model_dir, after=published)
-        print(f"sqlite locked {locked_for:.1f}s: ingest {codes} (slowest {slowest:.2f}s), "
-              f"failures {status['retrain_failures']['total']}, served {published}; "
-              f"unlocked: {v3} after {time.monotonic() - unlocked_at:.2f}s")
+        print(
+            f"sqlite locked {locked_for:.1f}s: ingest {codes} (slowest {slowest:.2f}s), "
+            f"failures {status['retrain_failures']['total']}, served {published}; "
+            f"unlocked: {v3} after {time.monotonic() - unlocked_at:.2f}s"
+        )
         assert trainer.proc is not None and trainer.proc.pid == pid  # no restart
         assert v1 != published
     finally:
@@ -212,8 +217,10 @@ def test_postgres_cut_answers_503_and_recovers_without_a_restart(
         tcp.restore()
         restored_at = time.monotonic()
         v2 = assert_retrains_again(trainer, model_dir, after=v1)
-        print(f"postgres cut {restored_at - cut_at:.1f}s: ingest {len(codes)} x {set(codes)}; "
-              f"restored: {v2} after {time.monotonic() - restored_at:.2f}s")
+        print(
+            f"postgres cut {restored_at - cut_at:.1f}s: ingest {len(codes)} x {set(codes)}; "
+            f"restored: {v2} after {time.monotonic() - restored_at:.2f}s"
+        )
         assert data_status(trainer.url)["trainer"]["is_leader"] is True
         assert trainer.proc is not None and trainer.proc.pid == pid  # no restart
     finally:

@@ -50,7 +50,8 @@ def test_pointer_that_cannot_be_written_publishes_nothing(tmp_path: Path) -> Non
 
         failures = wait_until(
             lambda: (f := data_status(trainer.url)["retrain_failures"])["consecutive"] >= 2 and f,
-            "two retrains fail on the pointer", timeout=20,
+            "two retrains fail on the pointer",
+            timeout=20,
         )
         assert failures["last_error"].startswith("IsADirectoryError")
         assert httpx.get(f"{trainer.url}/readyz").status_code == 200
@@ -66,7 +67,8 @@ def test_pointer_that_cannot_be_written_publishes_nothing(tmp_path: Path) -> Non
         blocker.rmdir()
         v2 = wait_until(
             lambda: (v := data_status(trainer.url)["model_version"]) != v1 and v,
-            "the next retrain publishes once the path is free", timeout=20,
+            "the next retrain publishes once the path is free",
+            timeout=20,
         )
         assert read_current_version(model_dir) == v2
         assert published_version(model_dir) == v2

@@ -81,7 +81,8 @@ def test_failing_retrains_are_counted_then_recover(tmp_path: Path) -> None:
         assert load_bundle(model_dir, v1).version == v1
         v2 = wait_until(
             lambda: (v := data_status(trainer.url)["model_version"]) != v1 and v,
-            "the next retrain succeeds on its own", timeout=20,
+            "the next retrain succeeds on its own",
+            timeout=20,
         )
         status = data_status(trainer.url)
         assert status["retrain_failures"]["consecutive"] == 0

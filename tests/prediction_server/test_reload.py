@@ -55,8 +55,9 @@ def test_new_bundle_is_swapped_in(model_dir: Path, how: str) -> None:
     with running_app(model_dir) as client:
         assert served_version(client) == V1
         before = ttfts(client)
-        publish_trained_bundle(model_dir, ModelType.LIGHTGBM, ObjectiveType.MEAN,
-                               seed=2, version=V2)
+        publish_trained_bundle(
+            model_dir, ModelType.LIGHTGBM, ObjectiveType.MEAN, seed=2, version=V2
+        )
         if how == "reload":
             reloaded = client.post("/reload").json()
             assert reloaded["model_version"] == V2 and reloaded["is_ready"] is True
@@ -82,7 +83,9 @@ def test_reload_without_a_new_bundle_changes_nothing(model_dir: Path) -> None:
         before = ttfts(client)
         reloaded = client.post("/reload").json()
         assert (reloaded["loaded"], reloaded["synced"], reloaded["model_version"]) == (
-            False, False, V1
+            False,
+            False,
+            V1,
         )
         assert ttfts(client) == before
 
@@ -155,7 +158,8 @@ def test_bundles_load_at_the_lowest_cpu_priority(model_dir: Path) -> None:
     with running_app(model_dir) as client:
         watcher = app_of(client).state.watcher
         assert client.portal is not None  # the app runs: the client is entered
-        nice = client.portal.call(watcher._off_path, lambda: os.getpriority(
-            os.PRIO_PROCESS, threading.get_native_id()))
+        nice = client.portal.call(
+            watcher._off_path, lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        )
         assert nice == LOWEST_PRIORITY
         assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) < LOWEST_PRIORITY

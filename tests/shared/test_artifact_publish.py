@@ -99,6 +99,7 @@ def test_target_without_model_is_served_by_the_prior(model_dir: Path) -> None:
     output = lgb.Booster(model_file=str(ttft_file)).predict(x)
     assert isinstance(output, np.ndarray)  # dense rows in, dense out (LightGBM types allow sparse)
     np.testing.assert_allclose(
-        predictions[Target.TTFT], to_ms(half.targets[Target.TTFT].space, COLUMNS, output),
+        predictions[Target.TTFT],
+        to_ms(half.targets[Target.TTFT].space, COLUMNS, output),
         rtol=1e-4,
     )

@@ -23,6 +23,7 @@ def open_client(tmp_path: Path) -> Iterator[OpenClient]:
 
     Each name gets its own folder, model directory and (by default) SQLite file."""
     with ExitStack() as stack:
+
         def _open(*, db_url: str | None = None, name: str = "a", **overrides: Any) -> TestClient:
             folder = tmp_path / name
             folder.mkdir()
@@ -30,6 +31,7 @@ def open_client(tmp_path: Path) -> Iterator[OpenClient]:
             overrides.setdefault("model_dir", folder / "models")
             settings = training_settings(folder, db_url, **overrides)
             return stack.enter_context(TestClient(create_app(settings, start_loop=False)))
+
         yield _open
 
 

@@ -50,10 +50,10 @@ def test_coverage_holds_through_a_shift_in_the_distribution() -> None:
         hits.append(np.mean(actual <= served))
         raw_hits.append(np.mean(actual <= model_p90))
         offset = aci_step(offset, actual, served, q, 0.005)
-    first, second = np.mean(hits[: batches // 2]), np.mean(hits[batches // 2:])
+    first, second = np.mean(hits[: batches // 2]), np.mean(hits[batches // 2 :])
     assert first == pytest.approx(0.9, abs=0.02)
     assert second == pytest.approx(0.9, abs=0.03)
-    assert np.mean(raw_hits[batches // 2:]) < 0.5
+    assert np.mean(raw_hits[batches // 2 :]) < 0.5
     assert offset == pytest.approx(math.log(2.0), abs=0.15)  # it found the new level
 
 
