@@ -66,7 +66,8 @@ def test_prune_never_deletes_the_published_version(model_dir: Path) -> None:
     assert doomed == names[1:3]
     remaining = sorted(p.name for p in (model_dir / VERSIONS_DIR).iterdir())
     assert remaining == [names[0], *names[3:]]
-    assert load_current_bundle(model_dir).version == names[0]  # type: ignore[union-attr]
+    current = load_current_bundle(model_dir)
+    assert current is not None and current.version == names[0]
 
 
 def test_publish_leaves_no_temporary_files(model_dir: Path) -> None:
