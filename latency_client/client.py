@@ -27,6 +27,7 @@ from latency_client.errors import (
     PredictionUnavailable,
 )
 from latency_client.feedback import Feedback
+from latency_client.http11 import Http11Pool
 from latency_client.replicas import ReplicaSet
 from latency_client.stats import ClientStats, Stats
 from latency_client.strict import StrictCaller
@@ -53,17 +54,13 @@ class PredictorClient:
         LATENCY_PROTECT_EPP_ROUTES need it). `verify`: CA bundle or context for https."""
         self.config = config = config or ClientConfig()
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        slots = config.max_in_flight + 2  # the prediction calls, plus a flush
-        self._http = httpx.AsyncClient(
-            verify=verify,
-            limits=httpx.Limits(max_connections=slots, max_keepalive_connections=slots),
-        )
         self._stats = Stats()
         self.replicas = ReplicaSet(
             _urls(prediction_urls), backoff_s=config.backoff_s, max_backoff_s=config.max_backoff_s
         )
+        self._pool = Http11Pool(verify)  # the hot path (latency_client/http11.py says why)
         caller = StrictCaller(
-            self._http, self.replicas, self._stats, config.attempt_timeout_s, headers
+            self._pool, self.replicas, self._stats, config.attempt_timeout_s, headers
         )
         self._coalescer = Coalescer(
             caller.call,
@@ -73,11 +70,11 @@ class PredictorClient:
             max_in_flight=config.max_in_flight,
             min_expected_merge=config.min_expected_merge,
         )
-        self._feedback = (
-            None
-            if training_url is None
-            else Feedback(
-                self._http,
+        self._feedback = None
+        if training_url is not None:  # one call a second: the well-kept client is cheap here
+            http = httpx.AsyncClient(verify=verify, limits=httpx.Limits(max_connections=2))
+            self._feedback = Feedback(
+                http,
                 training_url,
                 headers,
                 self._stats,
@@ -87,7 +84,6 @@ class PredictorClient:
                 max_backoff_s=config.max_flush_backoff_s,
                 timeout_s=config.flush_timeout_s,
             )
-        )
         self._closed = False
 
     @classmethod
@@ -175,7 +171,7 @@ class PredictorClient:
         await self._coalescer.aclose()
         if self._feedback is not None:
             await self._feedback.aclose(self.config.close_drain_timeout_s)
-        await self._http.aclose()
+        await self._pool.aclose()
 
     async def __aenter__(self) -> PredictorClient:
         return self

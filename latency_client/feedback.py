@@ -153,3 +153,4 @@ class Feedback:
                 pass
         self._stats.counters.feedback_dropped += len(self._buffer)
         self._buffer.clear()
+        await self._http.aclose()

@@ -4,13 +4,12 @@ and each pod's headroom against the request's SLOs."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from latency_client.types import PodState, Prediction, RequestInfo
 
 
-@dataclass(frozen=True, slots=True)
-class Headroom:
+class Headroom(NamedTuple):  # tuples: the picker makes one per pod per request
     ttft_ms: float
     tpot_ms: float
 
@@ -19,18 +18,15 @@ class Headroom:
         return self.ttft_ms >= 0 and self.tpot_ms >= 0
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A pod as the filters and the scorer see it; `index` is its place in the pod list."""
+class Candidate(NamedTuple):
+    """A pod as the filters and the scorer see it; `pod_index` is its place in the pod list,
+    `positive` whether both headrooms are >= 0 (never without a prediction)."""
 
-    index: int
+    pod_index: int
     pod: PodState
     prediction: Prediction | None
     headroom: Headroom | None  # None: no prediction for this pod
-
-    @property
-    def positive(self) -> bool:
-        return self.headroom is not None and self.headroom.positive
+    positive: bool
 
 
 def prediction_row(request: RequestInfo, pod: PodState) -> dict[str, object]:
@@ -83,10 +79,14 @@ def candidates(
     """`predictions`: one per pod in the same order, None for a pod without one, or None
     for all (the predictor is down)."""
     if predictions is None:
-        return [Candidate(i, pod, None, None) for i, pod in enumerate(pods)]
+        return [Candidate(i, pod, None, None, False) for i, pod in enumerate(pods)]
     if len(predictions) != len(pods):
         raise ValueError(f"{len(predictions)} predictions for {len(pods)} pods")
-    return [
-        Candidate(i, pod, p, None if p is None else headroom(request, pod, p, buffer_factor))
-        for i, (pod, p) in enumerate(zip(pods, predictions, strict=True))
-    ]
+    out = []
+    for i, (pod, p) in enumerate(zip(pods, predictions, strict=True)):
+        if p is None:
+            out.append(Candidate(i, pod, None, None, False))
+        else:
+            h = headroom(request, pod, p, buffer_factor)
+            out.append(Candidate(i, pod, p, h, h.ttft_ms >= 0 and h.tpot_ms >= 0))
+    return out

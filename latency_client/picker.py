@@ -117,8 +117,10 @@ def tier_filter(
 ) -> list[Candidate]:
     """Positive pods (both headrooms >= 0) or, with `negative_probability`, the negative
     ones (pods without a prediction among them); both only matter when both exist."""
-    positive = [c for c in cands if c.positive]
-    negative = [c for c in cands if not c.positive]
+    positive: list[Candidate] = []
+    negative: list[Candidate] = []
+    for c in cands:
+        (positive if c.positive else negative).append(c)
     if positive and negative:
         return negative if rng.random() < negative_probability else positive
     return list(cands)
@@ -171,4 +173,4 @@ def pick(
     scores, rule = latency_scores(kept, config.ttft_weight, config.tpot_weight, config.strategy)
     chosen = weighted_pick(scores, rng)
     winner = kept[chosen]
-    return Pick(winner.pod, winner.index, winner.prediction, scores[chosen], rule)
+    return Pick(winner.pod, winner.pod_index, winner.prediction, scores[chosen], rule)

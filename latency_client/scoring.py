@@ -69,7 +69,7 @@ def scored_group(
     """Which candidates get a latency score (index, headroom), the rule that chose them,
     and the strategy to score them with."""
     predicted = [(i, c.headroom) for i, c in enumerate(candidates) if c.headroom is not None]
-    positive = [(i, h) for i, h in predicted if h.positive]
+    positive = [(i, h) for i, h in predicted if candidates[i].positive]
     if positive:
         return positive, "positive", strategy
     idle = [(i, h) for i, h in predicted if candidates[i].pod.running_requests == 0]

@@ -8,10 +8,10 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import httpx
 import orjson
 
 from latency_client.errors import PredictionRejected, PredictionUnavailable
+from latency_client.http11 import Http11Pool, HttpError
 from latency_client.replicas import Replica, ReplicaSet
 from latency_client.stats import Stats
 from latency_client.types import Prediction, Row
@@ -34,7 +34,13 @@ class RowsRejected(PredictionRejected):
 
 
 class _AttemptFailed(Exception):
-    """This replica did not answer 200 in time: try another one."""
+    """This replica did not answer 200 in time: try another one. `replica_at_fault` is
+    False when the caller's deadline, not the attempt budget, cut the attempt short: that
+    says nothing against the replica, so it stays out of back-off."""
+
+    def __init__(self, message: str, replica_at_fault: bool = True) -> None:
+        super().__init__(message)
+        self.replica_at_fault = replica_at_fault
 
 
 def _as_dict(value: object) -> dict[str, object]:
@@ -85,7 +91,7 @@ def rejected_rows(detail: object) -> set[int]:
 class StrictCaller:
     def __init__(
         self,
-        http: httpx.AsyncClient,
+        http: Http11Pool,
         replicas: ReplicaSet,
         stats: Stats,
         attempt_timeout_s: float,
@@ -106,8 +112,7 @@ class StrictCaller:
         try:
             return await self._attempt(first, body, len(rows), deadline, encode_s)
         except _AttemptFailed as exc:
-            self._replicas.failed(first)
-            self._stats.counters.failed_attempts += 1
+            self._failed(first, exc)
             second = self._replicas.choose(exclude=first)
             if second is None or deadline <= asyncio.get_running_loop().time():
                 raise PredictionUnavailable(f"{first.url}: {exc}") from None
@@ -120,11 +125,15 @@ class StrictCaller:
         try:
             answer = await self._attempt(replica, body, n, deadline, encode_s)
         except _AttemptFailed as exc:
-            self._replicas.failed(replica)
-            self._stats.counters.failed_attempts += 1
+            self._failed(replica, exc)
             raise PredictionUnavailable(f"{replica.url} (after a failover): {exc}") from None
         self._stats.counters.failovers += 1
         return answer
+
+    def _failed(self, replica: Replica, exc: _AttemptFailed) -> None:
+        self._stats.counters.failed_attempts += 1
+        if exc.replica_at_fault:
+            self._replicas.failed(replica)
 
     async def _attempt(
         self, replica: Replica, body: bytes, n: int, deadline: float, encode_s: float
@@ -132,21 +141,22 @@ class StrictCaller:
         remaining = deadline - asyncio.get_running_loop().time()
         timeout = min(self._attempt_timeout_s, remaining)
         if timeout <= 0:
-            raise _AttemptFailed("no time left")
+            raise _AttemptFailed("no time left", replica_at_fault=False)
         started = time.perf_counter()
         try:
-            async with asyncio.timeout(timeout):  # httpx's timeouts are per phase, not total
-                reply = await self._http.post(
-                    replica.url + ROUTE, content=body, headers=self._headers, timeout=timeout
-                )
-        except (httpx.HTTPError, TimeoutError) as exc:
-            raise _AttemptFailed(repr(exc)) from None
-        if reply.status_code == 422:
+            async with asyncio.timeout(timeout):
+                status, content = await self._http.post(replica.url, ROUTE, body, self._headers)
+        except TimeoutError:
+            cut_short = timeout < self._attempt_timeout_s
+            raise _AttemptFailed(f"no answer in {timeout:.3f} s", not cut_short) from None
+        except HttpError as exc:
+            raise _AttemptFailed(str(exc)) from None
+        if status == 422:
             self._replicas.succeeded(replica)  # the server is fine; the rows are not
-            raise self._rejected(reply.content)
-        if reply.status_code != 200:
-            raise _AttemptFailed(f"HTTP {reply.status_code}")
-        predictions, server_ms = decode_answer(reply.content, n)
+            raise self._rejected(content)
+        if status != 200:
+            raise _AttemptFailed(f"HTTP {status}")
+        predictions, server_ms = decode_answer(content, n)
         self._replicas.succeeded(replica)
         exchange_s = encode_s + time.perf_counter() - started
         counters = self._stats.counters

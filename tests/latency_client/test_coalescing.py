@@ -46,10 +46,6 @@ def test_200_concurrent_callers_get_their_own_rows_in_order(cluster: Cluster) ->
     # every call holds at most 1,000 rows: at least ceil(total / 1000) calls, far below 200
     assert -(-total // 1000) <= counters.calls < 200
     assert stats.merged_callers_per_call == 200 / counters.calls
-    print(
-        f"200 callers, {total} rows: {counters.calls} calls, "
-        f"{stats.merged_callers_per_call:.1f} callers per call"
-    )
 
 
 def test_calls_respect_max_rows_per_call_and_max_in_flight(cluster: Cluster) -> None:

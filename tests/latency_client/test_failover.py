@@ -10,8 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from latency_client import ClientConfig, PredictionTimeout, PredictionUnavailable
-from latency_client import PredictorClient
+from latency_client import ClientConfig, PredictionTimeout, PredictionUnavailable, PredictorClient
 from tests.latency_client.cluster import frozen, row, running_cluster
 
 WORKERS = 20
@@ -58,7 +57,7 @@ def test_a_replica_killed_mid_run_fails_no_pick(tmp_path: Path) -> None:
                 loop.call_later(KILL_AT_S, victim.kill)
                 answered = await stream_of_picks(client, RUN_S, failures)
                 assert failures == []
-                dead = [r for r in client.replicas.replicas if r.url == victim.url][0]
+                dead = next(r for r in client.replicas.replicas if r.url == victim.url)
                 return answered, client.stats(), dead.failures_in_a_row
 
         answered, stats, dead_failures_in_a_row = asyncio.run(go())
@@ -67,10 +66,6 @@ def test_a_replica_killed_mid_run_fails_no_pick(tmp_path: Path) -> None:
     assert answered > 0 and counters.unavailable == 0
     assert counters.failovers >= 1 and counters.failovers == counters.retries
     assert dead_failures_in_a_row >= 1  # never answered again: each probe failed
-    print(
-        f"{answered} picks answered, 0 failed; {counters.failovers} failovers, "
-        f"{counters.calls} calls"
-    )
 
 
 def test_a_frozen_replica_costs_one_attempt_timeout_then_fails_over(tmp_path: Path) -> None:

@@ -71,10 +71,6 @@ def test_no_row_is_lost_while_the_trainer_is_down_for_5_s(tmp_path: Path) -> Non
     # Nothing lost. A flush the trainer committed just before the kill but never answered
     # is sent again (at least once delivery), so the store may hold that chunk twice.
     assert recorded <= stored <= c.feedback_sent
-    print(
-        f"recorded {recorded} rows around a {DOWN_S}s outage: stored {stored}, "
-        f"{c.feedback_flushes} flushes, {c.feedback_failed_flushes} failed flushes"
-    )
 
 
 def test_rows_beyond_the_bound_are_dropped_oldest_first_and_counted(tmp_path: Path) -> None:

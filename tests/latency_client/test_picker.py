@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 
+from latency_client.headroom import Headroom
 from latency_client.picker import (
     PickerConfig,
     admit,
@@ -24,7 +25,6 @@ from latency_client.picker import (
     tier_filter,
     weighted_pick,
 )
-from latency_client.headroom import Headroom
 from latency_client.types import PodState, Prediction, RequestInfo
 
 SLO = RequestInfo(input_token_length=100, ttft_slo_ms=1000.0, tpot_slo_ms=50.0)

@@ -8,8 +8,13 @@ from pathlib import Path
 import pytest
 
 from latency_client import ClientClosed, ClientConfig, SyncPredictorClient
-from tests.latency_client.cluster import row, running_cluster, stored_rows, strict_call
-from tests.latency_client.cluster import training_row
+from tests.latency_client.cluster import (
+    row,
+    running_cluster,
+    stored_rows,
+    strict_call,
+    training_row,
+)
 
 THREADS = 8
 CALLS = 20
