@@ -27,7 +27,7 @@ from latency_client.errors import (
     PredictionUnavailable,
 )
 from latency_client.feedback import Feedback
-from latency_client.http11 import Http11Pool
+from latency_client.http11 import Http11Pool, ssl_context
 from latency_client.replicas import ReplicaSet
 from latency_client.stats import ClientStats, Stats
 from latency_client.strict import StrictCaller
@@ -58,7 +58,8 @@ class PredictorClient:
         self.replicas = ReplicaSet(
             _urls(prediction_urls), backoff_s=config.backoff_s, max_backoff_s=config.max_backoff_s
         )
-        self._pool = Http11Pool(verify)  # the hot path (latency_client/http11.py says why)
+        context = ssl_context(verify)
+        self._pool = Http11Pool(context)  # the hot path (latency_client/http11.py says why)
         caller = StrictCaller(
             self._pool, self.replicas, self._stats, config.attempt_timeout_s, headers
         )
@@ -72,7 +73,7 @@ class PredictorClient:
         )
         self._feedback = None
         if training_url is not None:  # one call a second: the well-kept client is cheap here
-            http = httpx.AsyncClient(verify=verify, limits=httpx.Limits(max_connections=2))
+            http = httpx.AsyncClient(verify=context, limits=httpx.Limits(max_connections=2))
             self._feedback = Feedback(
                 http,
                 training_url,
