@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -24,7 +25,7 @@ TOKEN = "client-token"
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    connections: list[int] = []
+    connections: ClassVar[list[int]] = []
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
