@@ -9,7 +9,9 @@ Setup: a training server and two prediction servers (LATENCY_WORKERS=1 each) on 
 share a model directory and a SQLite store in a temp dir; the trainer is fed every row of
 ../shared/data/traces through /add_training_data_bulk and the run waits until both
 predictors serve the model it publishes. With two CPUs or more, the servers are pinned to
-the first and this process (the router) to the second (os.sched_setaffinity).
+the first and this process (the router) to the second (os.sched_setaffinity), unless
+--no-pin: pinning isolates on a quiet machine, but on one that other jobs load it only
+forbids this process from escaping to the less busy core.
 
 Load, per cell: picks arrive open loop (exponential gaps) at the offered rate for
 `--seconds` (and at most 1.2 x rate x seconds picks), after a 1 s warm-up that is not
@@ -31,6 +33,8 @@ Figures (milliseconds, p50/p99 over the cell's picks):
   idle client (encode + POST + decode).
 - http_calls_per_1000_picks, merged_callers_per_call, failed_picks (picks that got no
   prediction and fell back to the composite score), failovers.
+- client_cpu_percent (this process, one core = 100) and servers_cpu_percent (the three
+  servers together, from /proc): where a cell saturates.
 Targets (issue 16): client_added p99 <= 1 ms at 500 picks/s; >= 5 merged callers per call
 at 2,000 picks/s; 0 failed picks with one replica down. Timings are only as quiet as the
 machine: the output carries the load averages before and after.
@@ -79,22 +83,32 @@ class Cell:
 def pod_sets(trace: list[dict[str, Any]], pods: int, rng: random.Random) -> list[list[PodState]]:
     def one(i: int) -> PodState:
         r = rng.choice(trace)
-        return PodState(f"pod-{i}", kv_cache_percentage=float(r["kv_cache_percentage"]),
-                        num_request_waiting=int(r["num_request_waiting"]),
-                        running_requests=int(r["num_request_running"]),
-                        prefill_tokens_in_flight=int(r["prefill_tokens_in_flight"]),
-                        prefix_cache_score=rng.choice((0.0, 0.0, rng.random())))
+        return PodState(
+            f"pod-{i}",
+            kv_cache_percentage=float(r["kv_cache_percentage"]),
+            num_request_waiting=int(r["num_request_waiting"]),
+            running_requests=int(r["num_request_running"]),
+            prefill_tokens_in_flight=int(r["prefill_tokens_in_flight"]),
+            prefix_cache_score=rng.choice((0.0, 0.0, rng.random())),
+        )
 
     return [[one(i) for i in range(pods)] for _ in range(POD_SETS)]
 
 
 def requests(trace: list[dict[str, Any]], rng: random.Random) -> list[RequestInfo]:
-    return [RequestInfo(int(r["input_token_length"]), ttft_slo_ms=2000.0, tpot_slo_ms=50.0)
-            for r in rng.sample(trace, 500)]
+    return [
+        RequestInfo(int(r["input_token_length"]), ttft_slo_ms=2000.0, tpot_slo_ms=50.0)
+        for r in rng.sample(trace, 500)
+    ]
 
 
-async def one_pick(client: PredictorClient, request: RequestInfo, pods: list[PodState],
-                   rng: random.Random, cell: Cell) -> None:
+async def one_pick(
+    client: PredictorClient,
+    request: RequestInfo,
+    pods: list[PodState],
+    rng: random.Random,
+    cell: Cell,
+) -> None:
     started = time.perf_counter()
     rows = prediction_rows(request, pods)
     try:
@@ -110,9 +124,13 @@ async def one_pick(client: PredictorClient, request: RequestInfo, pods: list[Pod
     cell.done += 1
 
 
-async def drive(client: PredictorClient, rate: float, seconds: float,
-                workload: tuple[list[list[PodState]], list[RequestInfo]],
-                rng: random.Random) -> tuple[Cell, float, int]:
+async def drive(
+    client: PredictorClient,
+    rate: float,
+    seconds: float,
+    workload: tuple[list[list[PodState]], list[RequestInfo]],
+    rng: random.Random,
+) -> tuple[Cell, float, int]:
     """Open-loop arrivals for `seconds`; returns the cell, its elapsed time, picks started."""
     sets, reqs = workload
     cell = Cell()
@@ -143,33 +161,58 @@ def pct(values: list[float]) -> dict[str, float]:
     return {"p50": round(found["p50"], 3), "p99": round(found["p99"], 3)} if found else {}
 
 
-async def run_cell(urls: list[str], rate: float, seconds: float, workload: Any,
-                   config: ClientConfig, kill: LiveServer | None) -> dict[str, Any]:
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads) from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def series(latency_ms: dict[str, dict[str, float]], name: str) -> dict[str, float]:
+    found = latency_ms[name]
+    return {k: round(found[k], 3) for k in ("p50", "p99")} if found else {}
+
+
+async def run_cell(
+    urls: list[str],
+    rate: float,
+    seconds: float,
+    workload: Any,
+    config: ClientConfig,
+    kill: LiveServer | None,
+    server_pids: list[int],
+) -> dict[str, Any]:
     rng = random.Random(int(rate))
     async with PredictorClient(urls, config=config) as client:
         await drive(client, rate, WARMUP_S, workload, rng)
         if kill is not None:
             kill.kill()
         client.reset_stats()
+        pids = [p for p in server_pids if Path(f"/proc/{p}").exists()]
+        cpu_before = time.process_time(), sum(cpu_seconds(p) for p in pids)
         cell, elapsed, started = await drive(client, rate, seconds, workload, rng)
+        cpu_after = time.process_time(), sum(cpu_seconds(p) for p in pids)
         stats = client.stats()
     c, lat = stats.counters, stats.latency_ms
     return {
-        "offered_picks_per_s": rate, "picks_started": started, "picks_done": cell.done,
+        "offered_picks_per_s": rate,
+        "picks_started": started,
+        "picks_done": cell.done,
         "picks_per_s": round(cell.done / elapsed, 1),
-        "client_added_ms": {k: round(lat["added"][k], 3) for k in ("p50", "p99")}
-        if lat["added"] else {},
-        "predict_ms": {k: round(lat["predict"][k], 3) for k in ("p50", "p99")}
-        if lat["predict"] else {},
-        "http_ms": {k: round(lat["http"][k], 3) for k in ("p50", "p99")} if lat["http"] else {},
-        "server_ms": {k: round(lat["server"][k], 3) for k in ("p50", "p99")}
-        if lat["server"] else {},
-        "pick_ms": pct(cell.pick_ms), "picker_ms": pct(cell.picker_ms),
+        "client_added_ms": series(lat, "added"),
+        "predict_ms": series(lat, "predict"),
+        "http_ms": series(lat, "http"),
+        "server_ms": series(lat, "server"),
+        "pick_ms": pct(cell.pick_ms),
+        "picker_ms": pct(cell.picker_ms),
         "http_calls": c.calls,
         "http_calls_per_1000_picks": round(1000.0 * c.calls / max(1, cell.done), 1),
         "merged_callers_per_call": round(stats.merged_callers_per_call, 2),
-        "failed_picks": cell.failed + (started - cell.done), "failovers": c.failovers,
-        "retries": c.retries, "timeouts": c.timeouts,
+        "failed_picks": cell.failed + (started - cell.done),
+        "failovers": c.failovers,
+        "retries": c.retries,
+        "timeouts": c.timeouts,
+        "client_cpu_percent": round(100 * (cpu_after[0] - cpu_before[0]) / elapsed, 1),
+        "servers_cpu_percent": round(100 * (cpu_after[1] - cpu_before[1]) / elapsed, 1),
     }
 
 
@@ -178,9 +221,11 @@ async def bare_calls(url: str, rows: list[dict[str, object]], n: int = 300) -> d
     async with httpx.AsyncClient() as http:
         for _ in range(n):
             started = time.perf_counter()
-            reply = await http.post(f"{url}/predict/bulk/strict",
-                                    content=orjson.dumps({"requests": rows}),
-                                    headers={"Content-Type": "application/json"})
+            reply = await http.post(
+                f"{url}/predict/bulk/strict",
+                content=orjson.dumps({"requests": rows}),
+                headers={"Content-Type": "application/json"},
+            )
             assert len(orjson.loads(reply.content)["predictions"]) == len(rows)
             walls.append((time.perf_counter() - started) * 1000.0)
     return pct(walls[20:])  # the first calls open the connection
@@ -188,14 +233,18 @@ async def bare_calls(url: str, rows: list[dict[str, object]], n: int = 300) -> d
 
 def train(trainer: LiveServer, predictors: list[LiveServer], trace: list[dict[str, Any]]) -> str:
     for i in range(0, len(trace), 2000):
-        reply = httpx.post(f"{trainer.url}/add_training_data_bulk",
-                           json={"entries": trace[i:i + 2000]}, timeout=60)
+        reply = httpx.post(
+            f"{trainer.url}/add_training_data_bulk",
+            json={"entries": trace[i : i + 2000]},
+            timeout=60,
+        )
         assert reply.status_code == 202, reply.text
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         version = httpx.get(f"{trainer.url}/data/status", timeout=10).json()["model_version"]
-        served = {httpx.get(f"{p.url}/status", timeout=10).json()["model_version"]
-                  for p in predictors}
+        served = {
+            httpx.get(f"{p.url}/status", timeout=10).json()["model_version"] for p in predictors
+        }
         if version and served == {version}:
             return str(version)
         time.sleep(0.5)
@@ -203,12 +252,18 @@ def train(trainer: LiveServer, predictors: list[LiveServer], trace: list[dict[st
 
 
 def start_servers(workdir: Path) -> tuple[LiveServer, list[LiveServer]]:
-    env = {"LATENCY_DB_URL": f"sqlite:///{workdir / 'store.db'}",
-           "LATENCY_MODEL_DIR": str(workdir / "models"), "LATENCY_WORKERS": "1",
-           "LATENCY_RETRAINING_INTERVAL_SEC": "2", "MODEL_SYNC_INTERVAL_SEC": "0.5"}
+    env = {
+        "LATENCY_DB_URL": f"sqlite:///{workdir / 'store.db'}",
+        "LATENCY_MODEL_DIR": str(workdir / "models"),
+        "LATENCY_WORKERS": "1",
+        "LATENCY_RETRAINING_INTERVAL_SEC": "2",
+        "MODEL_SYNC_INTERVAL_SEC": "0.5",
+    }
     trainer = LiveServer("training_server", free_port(), env, workdir / "training.log")
-    predictors = [LiveServer("prediction_server", free_port(), env,
-                             workdir / f"prediction-{i}.log") for i in range(2)]
+    predictors = [
+        LiveServer("prediction_server", free_port(), env, workdir / f"prediction-{i}.log")
+        for i in range(2)
+    ]
     trainer.start()
     for server in predictors:
         server.start()
@@ -226,15 +281,19 @@ def pin_all(servers: list[LiveServer]) -> dict[str, list[int]]:
     return {"servers": cpus[:1], "client": cpus[1:2]}
 
 
-def measure(args: argparse.Namespace, trainer: LiveServer, predictors: list[LiveServer],
-            trace: list[dict[str, Any]]) -> dict[str, Any]:
+def measure(
+    args: argparse.Namespace,
+    trainer: LiveServer,
+    predictors: list[LiveServer],
+    trace: list[dict[str, Any]],
+) -> dict[str, Any]:
     rng = random.Random(16)
     workload = (pod_sets(trace, args.pods, rng), requests(trace, rng))
     urls = [p.url for p in predictors]
     bare_rows = prediction_rows(workload[1][0], workload[0][0])
     result: dict[str, Any] = {
         "model_version": train(trainer, predictors, trace),
-        "cpus": pin_all([trainer, *predictors]),
+        "cpus": pin_all([trainer, *predictors]) if args.pin else "not pinned",
         "bare_call_ms": asyncio.run(bare_calls(urls[0], bare_rows)),
         "cells": [],
     }
@@ -242,25 +301,34 @@ def measure(args: argparse.Namespace, trainer: LiveServer, predictors: list[Live
     go_rule = ClientConfig(min_expected_merge=0.0)  # the Go client's rule, for comparison
     plan = [(rate, 2, default, None) for rate in args.rates]
     plan.append((args.rates[0], 2, go_rule, None))
-    plan += [(rate, 1, default, predictors[0] if i == 0 else None)
-             for i, rate in enumerate(args.rates)]
+    plan += [
+        (rate, 1, default, predictors[0] if i == 0 else None) for i, rate in enumerate(args.rates)
+    ]
     for rate, up, config, kill in plan:
-        cell = asyncio.run(run_cell(urls, rate, args.seconds, workload, config, kill))
+        pids = [s.proc.pid for s in (trainer, *predictors) if s.proc is not None]
+        cell = asyncio.run(run_cell(urls, rate, args.seconds, workload, config, kill, pids))
         cell["replicas_up"] = up
         cell["window_rule"] = "go" if config.min_expected_merge == 0 else "default"
         result["cells"].append(cell)
         if not args.json:
-            say(f"{rate:6.0f}/s offered, {up} up, {cell['window_rule']:7}: "
+            say(
+                f"{rate:6.0f}/s offered, {up} up, {cell['window_rule']:7}: "
                 f"{cell['picks_per_s']:7.1f} picks/s, added p50/p99 "
                 f"{cell['client_added_ms']}, {cell['http_calls_per_1000_picks']} calls/1000, "
-                f"{cell['merged_callers_per_call']} callers/call, failed {cell['failed_picks']}")
+                f"{cell['merged_callers_per_call']} callers/call, failed {cell['failed_picks']}"
+            )
     return result
 
 
 def targets(result: dict[str, Any], rates: list[float]) -> dict[str, Any]:
     def cell(rate: float, up: int) -> dict[str, Any]:
-        return next(c for c in result["cells"] if c["offered_picks_per_s"] == rate
-                    and c["replicas_up"] == up and c["window_rule"] == "default")
+        return next(
+            c
+            for c in result["cells"]
+            if c["offered_picks_per_s"] == rate
+            and c["replicas_up"] == up
+            and c["window_rule"] == "default"
+        )
 
     low, high = rates[0], rates[-1]
     added = cell(low, 2)["client_added_ms"].get("p99", float("inf"))
@@ -268,8 +336,11 @@ def targets(result: dict[str, Any], rates: list[float]) -> dict[str, Any]:
     failed = sum(c["failed_picks"] for c in result["cells"] if c["replicas_up"] == 1)
     return {
         f"client_added_p99_ms_at_{low:.0f}": {"value": added, "goal": "<= 1", "met": added <= 1},
-        f"merged_callers_per_call_at_{high:.0f}": {"value": merged, "goal": ">= 5",
-                                                   "met": merged >= 5},
+        f"merged_callers_per_call_at_{high:.0f}": {
+            "value": merged,
+            "goal": ">= 5",
+            "met": merged >= 5,
+        },
         "failed_picks_one_replica_down": {"value": failed, "goal": "0", "met": failed == 0},
     }
 
@@ -280,6 +351,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rates", default="500,2000")
     parser.add_argument("--pods", type=int, default=100)
+    parser.add_argument(
+        "--no-pin",
+        dest="pin",
+        action="store_false",
+        help="leave CPU placement to the kernel (on a machine others load)",
+    )
     args = parser.parse_args()
     args.rates = [float(r) for r in args.rates.split(",")]
     trace = all_trace_rows()
@@ -291,12 +368,19 @@ def main() -> None:
         finally:
             for server in (trainer, *predictors):
                 server.stop()
-    result = {"pods_per_pick": args.pods, "seconds_per_cell": args.seconds, **result,
-              "targets": targets(result, args.rates),
-              "loadavg_before": [round(x, 2) for x in load_before],
-              "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
-    say(orjson.dumps(result).decode() if args.json
-        else orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+    result = {
+        "pods_per_pick": args.pods,
+        "seconds_per_cell": args.seconds,
+        **result,
+        "targets": targets(result, args.rates),
+        "loadavg_before": [round(x, 2) for x in load_before],
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+    }
+    say(
+        orjson.dumps(result).decode()
+        if args.json
+        else orjson.dumps(result, option=orjson.OPT_INDENT_2).decode()
+    )
 
 
 if __name__ == "__main__":
