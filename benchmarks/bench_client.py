@@ -55,7 +55,6 @@ from typing import Any
 import httpx
 import orjson
 
-from benchmarks.bench_predict import pin
 from benchmarks.traces import all_trace_rows
 from latency_client import ClientConfig, PodState, PredictionUnavailable, PredictorClient
 from latency_client.picker import pick, prediction_rows
@@ -66,6 +65,14 @@ from tests.live import LiveServer, free_port
 WARMUP_S = 1.0
 DRAIN_S = 10.0
 POD_SETS = 20
+
+
+def pin(pid: int, cpus: list[int]) -> None:
+    """Every thread of `pid` onto `cpus`. (bench_predict has the same; importing it would
+    load numpy, XGBoost and the servers into this process, which a router never has and
+    whose heap the garbage collector would then walk.)"""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        os.sched_setaffinity(int(task.name), cpus)
 
 
 def say(text: str = "") -> None:
