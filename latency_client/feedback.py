@@ -60,6 +60,7 @@ class Feedback:
         self._buffer: deque[Row] = deque()
         self._task: asyncio.Task[None] | None = None
         self._jitter = random.Random()
+        self._flushing = asyncio.Lock()  # the loop's flush and a caller's never interleave
 
     @property
     def buffered(self) -> int:
@@ -91,6 +92,10 @@ class Feedback:
     async def flush(self) -> bool:
         """Send everything buffered now (chunks of max_rows_per_flush); False when a call
         failed and its rows went back to the head of the buffer for a later try."""
+        async with self._flushing:
+            return await self._flush_chunks()
+
+    async def _flush_chunks(self) -> bool:
         while self._buffer:
             chunk = [self._buffer.popleft() for _ in range(min(self._chunk, len(self._buffer)))]
             try:
