@@ -56,11 +56,11 @@ import httpx
 import orjson
 
 from benchmarks.traces import all_trace_rows
+from latency_cli.processes import ServerProcess, free_port
 from latency_client import ClientConfig, PodState, PredictionUnavailable, PredictorClient
 from latency_client.picker import pick, prediction_rows
 from latency_client.stats import percentiles
 from latency_client.types import RequestInfo
-from tests.live import LiveServer, free_port
 
 WARMUP_S = 1.0
 DRAIN_S = 10.0
@@ -76,7 +76,7 @@ def pin(pid: int, cpus: list[int]) -> None:
 
 
 def say(text: str = "") -> None:
-    print(text, flush=True)  # noqa: T201 (benchmark output)
+    print(text, flush=True)
 
 
 @dataclass
@@ -185,7 +185,7 @@ async def run_cell(
     seconds: float,
     workload: Any,
     config: ClientConfig,
-    kill: LiveServer | None,
+    kill: ServerProcess | None,
     server_pids: list[int],
 ) -> dict[str, Any]:
     rng = random.Random(int(rate))
@@ -238,7 +238,9 @@ async def bare_calls(url: str, rows: list[dict[str, object]], n: int = 300) -> d
     return pct(walls[20:])  # the first calls open the connection
 
 
-def train(trainer: LiveServer, predictors: list[LiveServer], trace: list[dict[str, Any]]) -> str:
+def train(
+    trainer: ServerProcess, predictors: list[ServerProcess], trace: list[dict[str, Any]]
+) -> str:
     for i in range(0, len(trace), 2000):
         reply = httpx.post(
             f"{trainer.url}/add_training_data_bulk",
@@ -258,7 +260,7 @@ def train(trainer: LiveServer, predictors: list[LiveServer], trace: list[dict[st
     raise TimeoutError("no trained model served by both predictors within 120 s")
 
 
-def start_servers(workdir: Path) -> tuple[LiveServer, list[LiveServer]]:
+def start_servers(workdir: Path) -> tuple[ServerProcess, list[ServerProcess]]:
     env = {
         "LATENCY_DB_URL": f"sqlite:///{workdir / 'store.db'}",
         "LATENCY_MODEL_DIR": str(workdir / "models"),
@@ -266,9 +268,9 @@ def start_servers(workdir: Path) -> tuple[LiveServer, list[LiveServer]]:
         "LATENCY_RETRAINING_INTERVAL_SEC": "2",
         "MODEL_SYNC_INTERVAL_SEC": "0.5",
     }
-    trainer = LiveServer("training_server", free_port(), env, workdir / "training.log")
+    trainer = ServerProcess("training_server", free_port(), env, workdir / "training.log")
     predictors = [
-        LiveServer("prediction_server", free_port(), env, workdir / f"prediction-{i}.log")
+        ServerProcess("prediction_server", free_port(), env, workdir / f"prediction-{i}.log")
         for i in range(2)
     ]
     trainer.start()
@@ -277,7 +279,7 @@ def start_servers(workdir: Path) -> tuple[LiveServer, list[LiveServer]]:
     return trainer, predictors
 
 
-def pin_all(servers: list[LiveServer]) -> dict[str, list[int]]:
+def pin_all(servers: list[ServerProcess]) -> dict[str, list[int]]:
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         return {"servers": cpus, "client": cpus}
@@ -290,8 +292,8 @@ def pin_all(servers: list[LiveServer]) -> dict[str, list[int]]:
 
 def measure(
     args: argparse.Namespace,
-    trainer: LiveServer,
-    predictors: list[LiveServer],
+    trainer: ServerProcess,
+    predictors: list[ServerProcess],
     trace: list[dict[str, Any]],
 ) -> dict[str, Any]:
     rng = random.Random(16)
@@ -306,6 +308,7 @@ def measure(
     }
     default = ClientConfig()
     go_rule = ClientConfig(min_expected_merge=0.0)  # the Go client's rule, for comparison
+    plan: list[tuple[float, int, ClientConfig, ServerProcess | None]]
     plan = [(rate, 2, default, None) for rate in args.rates]
     plan.append((args.rates[0], 2, go_rule, None))
     plan += [

@@ -31,14 +31,14 @@ import orjson
 
 from benchmarks.bench_predict import pin, rss_mb
 from benchmarks.traces import all_trace_rows, prediction_rows, resample
-from tests.live import LiveServer, free_port
+from latency_cli.processes import ServerProcess, free_port
 
 ACCEPTED = re.compile(r"Accepted (\d+) training samples")
 SEED_ROWS = 25_000
 
 
 def say(text: str = "") -> None:
-    print(text, flush=True)  # noqa: T201 (benchmark output)
+    print(text, flush=True)
 
 
 async def ingest(url: str, trace: list[dict[str, Any]], batch: int, seconds: float,
@@ -107,21 +107,21 @@ def main() -> None:
                # A full-size window from the first retrain on: RSS growth then shows leaks,
                # not the window filling up.
                "LATENCY_MAX_TRAINING_WINDOW": str(SEED_ROWS - 5_000)}
-        trainer = LiveServer("training_server", free_port(), env, workdir / "training.log")
+        trainer = ServerProcess("training_server", free_port(), env, workdir / "training.log")
         port = free_port()
-        predictors = [LiveServer("prediction_server", port, env, workdir / "prediction.log")]
+        predictors = [ServerProcess("prediction_server", port, env, workdir / "prediction.log")]
         try:
             trainer.start()
             predictors[0].start()
-            pin(trainer.proc.pid, cpus[1:] or cpus[:1])
-            pin(predictors[0].proc.pid, cpus[:1])
+            pin(trainer.pid, cpus[1:] or cpus[:1])
+            pin(predictors[0].pid, cpus[:1])
             seeded = 0
             for k in range(SEED_ROWS // 1_000):
                 seed = httpx.post(f"{trainer.url}/add_training_data_bulk", timeout=60,
                                   json={"entries": resample(trace, 1_000, seed=1 + k)})
                 seeded += int(ACCEPTED.search(seed.raise_for_status().json()["message"])[1])
             httpx.post(f"{trainer.url}/retrain", timeout=60).raise_for_status()
-            trainer_rss = [rss_mb(trainer.proc.pid)]
+            trainer_rss = [rss_mb(trainer.pid)]
             ingest_tally = {"sent": 0, "accepted": 0, "no_answer": 0, "status": {}}
             predict_tally: dict[str, Any] = {"unavailable": 0, "status": {}, "ms": []}
             restart: dict[str, float] = {}
@@ -130,17 +130,17 @@ def main() -> None:
                 await asyncio.sleep(args.seconds / 2)
                 t0 = time.perf_counter()
                 await asyncio.to_thread(predictors[0].stop)
-                fresh = LiveServer("prediction_server", port, env, workdir / "prediction2.log")
+                fresh = ServerProcess("prediction_server", port, env, workdir / "prediction2.log")
                 await asyncio.to_thread(fresh.start)
-                pin(fresh.proc.pid, cpus[:1])
+                pin(fresh.pid, cpus[:1])
                 predictors.append(fresh)
                 restart["seconds"] = time.perf_counter() - t0
-                restart["rss_start"] = rss_mb(fresh.proc.pid)
+                restart["rss_start"] = rss_mb(fresh.pid)
 
             async def watch_rss() -> None:
                 for _ in range(int(args.seconds)):
                     await asyncio.sleep(1)
-                    trainer_rss.append(rss_mb(trainer.proc.pid))
+                    trainer_rss.append(rss_mb(trainer.pid))
 
             async def run() -> None:
                 await asyncio.gather(
@@ -155,7 +155,7 @@ def main() -> None:
                 status["test_data"]["total_samples"]
             retrains = httpx.get(f"{trainer.url}/retrains", params={"limit": 1000},
                                  timeout=30).json()["retrains"]
-            predictor_rss_end = rss_mb(predictors[-1].proc.pid)
+            predictor_rss_end = rss_mb(predictors[-1].pid)
         finally:
             for server in (*predictors, trainer):
                 server.stop()

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from tests.live import LiveServer, free_port
+from latency_cli.processes import ServerProcess, free_port
 
 
 def cluster_env(tmp_path: Path) -> dict[str, str]:
@@ -35,8 +35,8 @@ def cluster_env(tmp_path: Path) -> dict[str, str]:
 
 @dataclass
 class Cluster:
-    trainer: LiveServer
-    predictors: list[LiveServer]
+    trainer: ServerProcess
+    predictors: list[ServerProcess]
 
     @property
     def prediction_urls(self) -> list[str]:
@@ -54,9 +54,9 @@ def new_cluster(
 ) -> Cluster:
     env = {**cluster_env(tmp_path), **extra_env}
     cluster = Cluster(
-        LiveServer("training_server", free_port(), env, tmp_path / "training.log"),
+        ServerProcess("training_server", free_port(), env, tmp_path / "training.log"),
         [
-            LiveServer("prediction_server", free_port(), env, tmp_path / f"prediction-{i}.log")
+            ServerProcess("prediction_server", free_port(), env, tmp_path / f"prediction-{i}.log")
             for i in range(predictors)
         ],
     )
@@ -83,7 +83,7 @@ def running_cluster(
 
 
 @contextmanager
-def frozen(*servers: LiveServer) -> Iterator[None]:
+def frozen(*servers: ServerProcess) -> Iterator[None]:
     """SIGSTOP: the process holds its sockets but answers nothing, as a hung server."""
     pids = [s.proc.pid for s in servers if s.proc is not None]
     for pid in pids:

@@ -111,7 +111,7 @@ def test_a_caller_with_an_invalid_row_costs_only_itself(cluster: Cluster) -> Non
     good_a, good_b = [row(1), row(2)], [row(3)]
     bad = [row(4), row(5, kv_cache_percentage=1.5)]  # above 1: the server answers 422
 
-    async def go() -> tuple[list[Any], Any]:
+    async def go() -> tuple[tuple[Any, ...], Any]:
         async with PredictorClient(cluster.prediction_urls, config=PATIENT) as client:
             answers = await asyncio.gather(
                 client.predict(good_a),
@@ -123,7 +123,8 @@ def test_a_caller_with_an_invalid_row_costs_only_itself(cluster: Cluster) -> Non
 
     (a, rejected, b), stats = run(go())
     assert isinstance(rejected, PredictionRejected)
-    assert rejected.detail[0]["loc"][-1] == "kv_cache_percentage"
+    detail = rejected.detail
+    assert isinstance(detail, list) and detail[0]["loc"][-1] == "kv_cache_percentage"
     assert [(p.ttft_ms, p.tpot_ms, p.model_version) for p in a] == strict_call(
         cluster.prediction_urls[0], good_a
     )

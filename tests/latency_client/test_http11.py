@@ -14,11 +14,11 @@ from typing import ClassVar
 
 import pytest
 
+from latency_cli.processes import ServerProcess, free_port
 from latency_client import PredictionUnavailable, PredictorClient
 from latency_client.http11 import Http11Pool
 from tests.e2e.test_tls_and_token import self_signed
 from tests.latency_client.cluster import row, training_row
-from tests.live import LiveServer, free_port
 
 TOKEN = "client-token"
 
@@ -113,8 +113,10 @@ def test_tls_and_bearer_token_against_our_servers(tmp_path: Path) -> None:
         "LATENCY_WORKERS": "1",
         "LATENCY_RETRAINING_INTERVAL_SEC": "3600",
     }
-    trainer = LiveServer("training_server", free_port(), env, tmp_path / "t.log", tls_ca=cert)
-    predictor = LiveServer("prediction_server", free_port(), env, tmp_path / "p.log", tls_ca=cert)
+    trainer = ServerProcess("training_server", free_port(), env, tmp_path / "t.log", tls_ca=cert)
+    predictor = ServerProcess(
+        "prediction_server", free_port(), env, tmp_path / "p.log", tls_ca=cert
+    )
 
     async def go(token: str | None) -> tuple[object, bool]:
         async with PredictorClient(

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from latency_client.headroom import Headroom
+from latency_client.headroom import Candidate, Headroom
 from latency_client.picker import (
     PickerConfig,
     admit,
@@ -50,7 +50,7 @@ def p(ttft: float, tpot: float) -> Prediction:
     return Prediction(ttft, tpot, "v1")
 
 
-def names(cands: list) -> list[str]:
+def names(cands: list[Candidate]) -> list[str]:
     return [c.pod.name for c in cands]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from latency_client.replicas import ReplicaSet
+from latency_client.replicas import Replica, ReplicaSet
 
 
 class Clock:
@@ -15,7 +15,7 @@ class Clock:
         return self.now
 
 
-def urls(chosen: list) -> list[str]:
+def urls(chosen: list[Replica | None]) -> list[str | None]:
     return [r.url if r else None for r in chosen]
 
 

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from latency_cli.synthetic import synthetic_rows
 from shared.live_calibration import (
     MAX_LIVE_LOG_OFFSET,
     LiveCalibrationReader,
     read_live_calibration,
 )
-from shared.synthetic import synthetic_rows
 from shared.targets import Target
 from tests.training_server.conftest import OpenClient, ingest, train
 from training_server.live_calibrator import aci_step
@@ -143,7 +143,7 @@ def test_reader_follows_replacements_and_keeps_the_last_good_file(
     assert reader.log_offsets(0.5) == {}  # a factor for another quantile is never served
     good = reader.current
     (model_dir / "calibration.json").write_text('{"format_version": 1, "quantile": "x"}')
-    with pytest.raises(ValueError, match="calibration.json"):
+    with pytest.raises(ValueError, match=r"calibration\.json"):
         reader.poll()
     assert reader.current is good
 

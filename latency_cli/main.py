@@ -57,11 +57,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if getattr(parsed, "handler", None) is not None:
         raise SystemExit(_run_tool(parsed))
     if parsed.command == "demo":
-        from shared.demo import run_demo
+        from latency_cli.demo import run_demo
 
         run_demo(parsed)
     elif parsed.command == "retrains":
-        from shared.retrains_table import show_retrains
+        from latency_cli.retrains import show_retrains
 
         raise SystemExit(show_retrains(parsed.url, parsed.limit, parsed.json))
     elif parsed.command == "migrate":
@@ -70,31 +70,31 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         url = TrainingSettings().db_url
         upgrade(url)
-        print(f"store at {url} is at the newest revision")  # noqa: T201 (CLI output)
+        print(f"store at {url} is at the newest revision")
 
 
 def _tools() -> list[tuple[str, str, Any, Any]]:
     """(name, help, add_arguments, run) of the operator subcommands; each run returns the
     exit code and raises CliError (one line, exit 1) or UsageError (exit 2)."""
-    from shared import cli_bundle, cli_predict, cli_status
+    from latency_cli import bundle, predict, status
 
     return [
-        ("status", cli_status.HELP, cli_status.add_arguments, cli_status.run),
-        ("predict", cli_predict.HELP, cli_predict.add_arguments, cli_predict.run),
-        ("export", cli_bundle.EXPORT_HELP, cli_bundle.add_export_arguments, cli_bundle.run_export),
-        ("import", cli_bundle.IMPORT_HELP, cli_bundle.add_import_arguments, cli_bundle.run_import),
+        ("status", status.HELP, status.add_arguments, status.run),
+        ("predict", predict.HELP, predict.add_arguments, predict.run),
+        ("export", bundle.EXPORT_HELP, bundle.add_export_arguments, bundle.run_export),
+        ("import", bundle.IMPORT_HELP, bundle.add_import_arguments, bundle.run_import),
     ]
 
 
 def _run_tool(parsed: argparse.Namespace) -> int:
-    from shared.cli_http import CliError, UsageError
+    from latency_cli.calls import CliError, UsageError
 
     try:
         return int(parsed.handler(parsed))
     except UsageError as exc:
         parsed.tool_parser.error(str(exc))  # usage and message on stderr, exit 2
     except CliError as exc:
-        print(f"latency-predictor {parsed.command}: {exc}", file=sys.stderr)  # noqa: T201
+        print(f"latency-predictor {parsed.command}: {exc}", file=sys.stderr)
     except KeyboardInterrupt:
         return 130
     return 1
@@ -110,6 +110,3 @@ def _server(name: str, argv: list[str]) -> None:
         from prediction_server.__main__ import main as prediction_main
 
         prediction_main(argv)
-
-if __name__ == "__main__":
-    main()
