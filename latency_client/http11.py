@@ -23,6 +23,8 @@ from urllib.parse import urlsplit
 
 IDLE_S = 4.0
 MAX_HEAD_BYTES = 64 * 1024
+# What a failed exchange raises: the socket, a short answer, an oversized or garbled head.
+_BROKEN = (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError)
 
 
 class HttpError(Exception):
@@ -134,14 +136,16 @@ class Http11Pool:
             try:
                 return await self._exchange(origin, *reused, request)
             except (ConnectionError, asyncio.IncompleteReadError):
-                pass  # the server closed it while idle: nothing was processed
+                pass  # the server closed it while idle: nothing was processed, go again
+            except _BROKEN as exc:
+                raise HttpError(f"{base_url}{path}: {exc!r}") from None
         try:
             reader, writer = await self._connect(origin)
         except OSError as exc:
             raise HttpError(f"cannot connect to {base_url}: {exc!r}") from None
         try:
             return await self._exchange(origin, reader, writer, request)
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
+        except _BROKEN as exc:
             raise HttpError(f"{base_url}{path}: {exc!r}") from None
 
     async def _exchange(

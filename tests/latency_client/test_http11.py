@@ -16,7 +16,7 @@ import pytest
 
 from latency_cli.processes import ServerProcess, free_port
 from latency_client import PredictionUnavailable, PredictorClient
-from latency_client.http11 import Http11Pool
+from latency_client.http11 import Http11Pool, HttpError
 from tests.e2e.test_tls_and_token import self_signed
 from tests.latency_client.cluster import row, training_row
 
@@ -37,6 +37,9 @@ class Handler(BaseHTTPRequestHandler):
             for piece in (b'{"echo":', body, b"}"):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
             self.wfile.write(b"0\r\n\r\n")
+        elif self.path == "/garbled":
+            self.wfile.write(b"no status line here\r\n\r\n")
+            self.close_connection = True
         elif self.path == "/until-close":
             self.send_response(200)
             self.send_header("Connection", "close")
@@ -97,6 +100,18 @@ def test_framings_and_connection_reuse(plain_server: str) -> None:
     # then a new connection; the server closed that one too (no header said so), so the
     # reuse failed before any answer and the request went out again on a third
     assert len({fourth, fifth, sixth}) == 3
+
+
+def test_an_answer_that_is_not_http_is_an_http_error(plain_server: str) -> None:
+    async def go() -> None:
+        pool = Http11Pool()
+        try:
+            await pool.post(plain_server, "/garbled", b"", {})
+        finally:
+            await pool.aclose()
+
+    with pytest.raises(HttpError, match="garbled"):
+        asyncio.run(go())
 
 
 def test_tls_and_bearer_token_against_our_servers(tmp_path: Path) -> None:
