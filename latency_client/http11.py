@@ -1,11 +1,11 @@
 """A minimal HTTP/1.1 keep-alive client on asyncio streams, for the hot path only.
 
-Why not httpx here: measured on the 2-core dev machine (benchmarks/bench_client.py prints
-the same comparison), one sequential 100-row /predict/bulk/strict call costs the calling
-process about 3.2 ms of CPU through httpx.AsyncClient (2.4 ms with `sniffio` installed,
-which httpcore tries to import on every request) against 0.3 ms as one write and one read
-on an asyncio stream, decoding included. A router at 500 picks/s would spend a whole core
-in httpx. httpx still carries the training rows (one call a second).
+Why not httpx here: on the 2-core dev machine one sequential 100-row /predict/bulk/strict
+call cost the calling process 1.9-3.4 ms of CPU through httpx.AsyncClient (over several
+runs; httpcore also tries to import the absent `sniffio` on every request) against 0.3 ms
+as one write and one read on an asyncio stream, decoding included
+(benchmarks/bench_client.py prints both). At 500 calls/s httpx alone would take a core.
+httpx still carries the training rows (one call a second).
 
 Scope: POST with a body, answers framed by Content-Length or chunked; http and https;
 idle connections reused per origin, dropped after IDLE_S (below uvicorn's 5 s keep-alive,
