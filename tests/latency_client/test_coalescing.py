@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from latency_client import ClientConfig, PredictionRejected, PredictorClient
-from tests.latency_client.cluster import Cluster, row, running_cluster, strict_call
+from tests.latency_client.cluster import Cluster, frozen, row, running_cluster, strict_call
 
 # Correctness, not latency: budgets generous enough for a loaded shared machine.
 PATIENT = ClientConfig(deadline_s=20.0, attempt_timeout_s=10.0)
@@ -130,3 +131,36 @@ def test_a_caller_with_an_invalid_row_costs_only_itself(cluster: Cluster) -> Non
     )
     assert len(b) == 1
     assert (stats.counters.rejected_callers, stats.counters.unavailable) == (1, 1)
+
+
+def test_a_backlog_is_served_newest_first(tmp_path: Path) -> None:
+    # One call at a time, one row per call. Caller 0's call hangs on a frozen server while
+    # callers 1-4 queue behind it; once it answers, the backlog goes out newest first:
+    # the oldest callers are the likeliest to expire in flight under overload.
+    config = ClientConfig(
+        max_rows_per_caller=1,
+        max_rows_per_call=1,
+        max_in_flight=1,
+        deadline_s=20.0,
+        attempt_timeout_s=10.0,
+    )
+    with running_cluster(tmp_path, predictors=1, start_trainer=False) as single:
+
+        async def go() -> list[int]:
+            answered: list[int] = []
+
+            async def caller(i: int) -> None:
+                await client.predict([row(i)])
+                answered.append(i)
+
+            async with PredictorClient(single.prediction_urls, config=config) as client:
+                await client.predict([row(99)])  # a keep-alive connection is open
+                with frozen(single.predictors[0]):
+                    first = asyncio.create_task(caller(0))
+                    await asyncio.sleep(0.2)  # caller 0's call is in flight, unanswered
+                    later = [asyncio.create_task(caller(i)) for i in range(1, 5)]
+                    await asyncio.sleep(0.2)  # they queue: the only call slot is taken
+                await asyncio.gather(first, *later)
+            return answered
+
+        assert run(go()) == [0, 4, 3, 2, 1]
