@@ -76,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 def _tools() -> list[tuple[str, str, Any, Any]]:
     """(name, help, add_arguments, run) of the operator subcommands; each run returns the
     exit code and raises CliError (one line, exit 1) or UsageError (exit 2)."""
+    from poolsim import command as cli_simulate
     from shared import cli_bundle, cli_predict, cli_status
 
     return [
@@ -83,6 +84,7 @@ def _tools() -> list[tuple[str, str, Any, Any]]:
         ("predict", cli_predict.HELP, cli_predict.add_arguments, cli_predict.run),
         ("export", cli_bundle.EXPORT_HELP, cli_bundle.add_export_arguments, cli_bundle.run_export),
         ("import", cli_bundle.IMPORT_HELP, cli_bundle.add_import_arguments, cli_bundle.run_import),
+        ("simulate", cli_simulate.HELP, cli_simulate.add_arguments, cli_simulate.run),
     ]
 
 

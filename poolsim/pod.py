@@ -1,0 +1,203 @@
+"""One vLLM-like pod: continuous batching with chunked prefill, KV blocks, preemption.
+
+Each step the scheduler (vLLM v1's order) first serves running sequences in admission
+order: one token per decoding sequence, a chunk of the remaining prompt per prefilling
+one, within `max_batched_tokens`. A sequence whose new tokens need a block that is not
+free preempts the newest running sequence (its KV is dropped and recomputed later; it
+goes back to the head of the queue), or itself if it is the newest. If nothing was
+preempted, waiting requests are admitted first come first served while the token budget,
+`max_num_seqs` and free blocks allow; an admission first takes the prompt's leading
+shared blocks from the prefix cache. A step that completes a prompt emits its first
+token; each decode step emits one more. Step durations come from `Hardware.step_ms`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from poolsim.blocks import BlockPool, CountingPool, Pool
+from poolsim.hardware import Hardware
+from poolsim.policy_api import PodFeatures
+from poolsim.request import Request
+from poolsim.sequence import Seq
+
+
+class Pod:
+    def __init__(self, index: int, hw: Hardware, pool: Pool | None = None) -> None:
+        self.index = index
+        self.hw = hw
+        self.pool: Pool = pool or BlockPool(hw.kv_blocks, hw.block_size)
+        self.waiting: deque[Seq] = deque()
+        self.running: list[Seq] = []
+        self.step_end_s: float | None = None  # None when idle
+        self._batch: list[tuple[Seq, int]] = []  # this step's sequences and their new tokens
+        self.prefill_pending_tokens = 0  # prompt tokens of requests without a first token
+        self.steps = 0
+        self.prefill_tokens = 0
+        self.decode_tokens = 0
+        self.recompute_tokens = 0
+        self.preemptions = 0
+        self.requests_in = 0  # requests routed here
+
+    # ---- what a picker sees
+    def in_flight(self) -> int:
+        return len(self.running) + len(self.waiting)
+
+    def kv_usage(self) -> float:
+        return 1.0 - self.pool.free_blocks() / self.pool.total
+
+    def prefix_score(self, request: Request) -> float:
+        prompt_blocks = -(-request.input_tokens // self.hw.block_size)
+        return self.pool.match(request)[0] / prompt_blocks if prompt_blocks else 0.0
+
+    # ---- requests in
+    def submit(self, request: Request, now_s: float) -> Seq:
+        seq = Seq(request, now_s, target=request.input_tokens)
+        self.waiting.append(seq)
+        self.prefill_pending_tokens += request.input_tokens
+        self.requests_in += 1
+        return seq
+
+    # ---- steps
+    def start_step(self, now_s: float) -> float | None:
+        """Schedule one step at now_s; returns its end time, or None with nothing to do."""
+        budget = self.hw.max_batched_tokens
+        batch: list[tuple[Seq, int]] = []
+        budget, preempted = self._schedule_running(budget, batch)
+        if not preempted:
+            self._admit_waiting(budget, batch)
+        if not batch:
+            self.step_end_s = None
+            return None
+        self._batch = batch
+        self.steps += 1
+        self.step_end_s = now_s + self._step_ms(batch) / 1000.0
+        return self.step_end_s
+
+    def _step_ms(self, batch: list[tuple[Seq, int]]) -> float:
+        tokens = decode_kv = 0
+        attention = 0.0
+        for seq, new in batch:
+            tokens += new
+            if seq.prefilling:
+                attention += new * (seq.computed + new / 2)
+            else:
+                decode_kv += seq.computed
+        return self.hw.step_ms(tokens, decode_kv, attention)
+
+    def _blocks_for(self, tokens: int) -> int:
+        return -(-tokens // self.hw.block_size)
+
+    def _schedule_running(self, budget: int, batch: list[tuple[Seq, int]]) -> tuple[int, bool]:
+        preempted = False
+        index = 0
+        while index < len(self.running) and budget > 0:
+            seq = self.running[index]
+            new = min(seq.target - seq.computed, budget) if seq.prefilling else 1
+            need = self._blocks_for(seq.computed + new) - seq.blocks_held
+            while need > 0 and not self.pool.allocate(seq, need):
+                victim = self.running.pop()  # the newest: it is never already in the batch
+                self._preempt(victim)
+                preempted = True
+                if victim is seq:
+                    return budget, True
+            batch.append((seq, new))
+            budget -= new
+            index += 1
+        return budget, preempted
+
+    def _preempt(self, seq: Seq) -> None:
+        self.pool.release(seq)
+        seq.discarded += seq.computed
+        self.recompute_tokens += seq.computed
+        seq.computed = 0
+        seq.target = seq.request.input_tokens + seq.generated
+        seq.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(seq)
+
+    def _admit_waiting(self, budget: int, batch: list[tuple[Seq, int]]) -> None:
+        block = self.hw.block_size
+        while self.waiting and budget > 0 and len(self.running) < self.hw.max_num_seqs:
+            seq = self.waiting[0]
+            matched, evictable = self.pool.match(seq.request)
+            cached = min(matched * block, seq.target - 1)
+            new = min(seq.target - cached, budget)
+            need = self._blocks_for(cached + new) - matched
+            if need + evictable > self.pool.free_blocks():
+                return  # the head of the queue waits for memory; nothing overtakes it
+            self.pool.acquire_matched(seq, matched, evictable)
+            self.pool.allocate(seq, need)
+            self.waiting.popleft()
+            seq.computed = cached
+            seq.prefill_cached += cached
+            if seq.admissions == 0:
+                seq.first_hit_tokens = cached
+            seq.admissions += 1
+            self.running.append(seq)
+            batch.append((seq, new))
+            budget -= new
+
+    def finish_step(self, now_s: float) -> tuple[list[Seq], list[Seq]]:
+        """Apply the step that ends at now_s: (sequences that got their first token,
+        sequences that finished)."""
+        first: list[Seq] = []
+        finished: list[Seq] = []
+        for seq, new in self._batch:
+            if seq.prefilling:
+                seq.computed += new
+                seq.prefill_computed += new
+                self.prefill_tokens += new
+                if seq.prefilling:
+                    continue
+            else:
+                seq.computed += 1
+                seq.decoded += 1
+                self.decode_tokens += 1
+            seq.generated += 1
+            if seq.first_token_s is None:
+                seq.first_token_s = now_s
+                self.prefill_pending_tokens -= seq.request.input_tokens
+                first.append(seq)
+            if seq.generated == seq.request.output_tokens:
+                seq.finish_s = now_s
+                self.pool.release(seq)
+                finished.append(seq)
+        if finished:
+            self.running = [seq for seq in self.running if seq.finish_s is None]
+        self._batch = []
+        self.step_end_s = None
+        return first, finished
+
+    # ---- look-ahead (the oracle)
+    def lookahead_clone(self) -> Pod:
+        """A copy that can be stepped without touching this pod (block counts only)."""
+        real = self.pool if isinstance(self.pool, BlockPool) else None
+        if real is None:
+            raise TypeError("only a pod on a real BlockPool can be cloned")
+        groups: dict[int, int] = {}
+        for seq in self.running:
+            group = seq.request.prefix_group
+            if group is not None and seq.shared_keys:
+                groups[group] = groups.get(group, 0) + 1
+        clone = Pod(self.index, self.hw, CountingPool(real, groups))
+        copies = {id(seq): seq.lookahead_copy() for seq in (*self.running, *self.waiting)}
+        clone.running = [copies[id(seq)] for seq in self.running]
+        clone.waiting = deque(copies[id(seq)] for seq in self.waiting)
+        clone._batch = [(copies[id(seq)], new) for seq, new in self._batch]
+        clone.step_end_s = self.step_end_s
+        clone.prefill_pending_tokens = self.prefill_pending_tokens
+        return clone
+
+    def features(self, request: Request) -> PodFeatures:
+        """The row the EPP would send for this pod when scheduling `request`."""
+        return PodFeatures(
+            kv_cache_percentage=self.kv_usage(),
+            input_token_length=request.input_tokens,
+            num_request_waiting=len(self.waiting),
+            num_request_running=self.in_flight(),
+            num_tokens_generated=1,
+            prefill_tokens_in_flight=self.prefill_pending_tokens,
+            decode_tokens_in_flight=0,
+            prefix_cache_score=self.prefix_score(request),
+        )
