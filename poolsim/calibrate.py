@@ -32,6 +32,7 @@ import random
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 from poolsim.hardware import Hardware
@@ -72,8 +73,14 @@ def load_rows(name: str, trace_dir: Path = TRACE_DIR) -> list[dict[str, float]]:
 class Reconstruction:
     """One trace row's pod, the measured request on it, and the closed background."""
 
-    def __init__(self, row: dict[str, float], hw: Hardware, prompts: Sequence[int],
-                 outputs: OutputModel, rng: random.Random) -> None:
+    def __init__(
+        self,
+        row: dict[str, float],
+        hw: Hardware,
+        prompts: Sequence[int],
+        outputs: OutputModel,
+        rng: random.Random,
+    ) -> None:
         self.hw, self.prompts, self.outputs, self.rng = hw, prompts, outputs, rng
         self.pod = Pod(0, hw)
         self.next_id = 1
@@ -131,8 +138,9 @@ class Reconstruction:
         return target
 
 
-def simulate_row(row: dict[str, float], hw: Hardware, prompts: Sequence[int],
-                 outputs: OutputModel, seed: int) -> float | None:
+def simulate_row(
+    row: dict[str, float], hw: Hardware, prompts: Sequence[int], outputs: OutputModel, seed: int
+) -> float | None:
     """The simulated TTFT (ms) or TPOT (ms) of one trace row, whichever the row measures."""
     rng = random.Random(seed)
     rebuilt = Reconstruction(row, hw, prompts, outputs, rng)
@@ -164,14 +172,15 @@ class BandFit:
 
 
 def band_name(tokens: int) -> str:
-    for low, high in zip(BANDS, BANDS[1:], strict=False):
+    for low, high in pairwise(BANDS):
         if low <= tokens < high:
             return f"{low}-{high - 1}" if high < 1 << 20 else f">={low}"
     return "?"
 
 
-def compare(trace: str, rows: Sequence[dict[str, float]], hw: Hardware,
-            seed: int = 0) -> list[BandFit]:
+def compare(
+    trace: str, rows: Sequence[dict[str, float]], hw: Hardware, seed: int = 0
+) -> list[BandFit]:
     """Medians per (target, band) and overall ('all'), recorded vs simulated."""
     prompts = [int(r["input_token_length"]) for r in rows]
     groups: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
@@ -185,11 +194,20 @@ def compare(trace: str, rows: Sequence[dict[str, float]], hw: Hardware,
             got = groups.setdefault((target, band), ([], []))
             got[0].append(recorded)
             got[1].append(simulated)
-    return [BandFit(trace, target, band, len(rec), statistics.median(rec), statistics.median(sim))
-            for (target, band), (rec, sim) in sorted(groups.items())]
+    order = {band_name(low): index for index, low in enumerate(BANDS)} | {"all": len(BANDS)}
+    return [
+        BandFit(trace, target, band, len(rec), statistics.median(rec), statistics.median(sim))
+        for (target, band), (rec, sim) in sorted(groups.items(),
+                                                 key=lambda kv: (kv[0][0], order[kv[0][1]]))
+    ]
 
 
 MIN_BAND_ROWS = 10
+# the starting guess: an H200 reading Qwen3-32B's bf16 weights (~66 GB at 4.8 TB/s ~ 14 ms,
+# plus launch overheads), ~8k prefill tokens/s, vLLM's 512-token budget, ~430k KV tokens
+START = Hardware(name="h200", step_floor_ms=18.0, ms_per_token=0.12, ms_per_kv_ktoken=0.08,
+                 ms_per_attn_mtoken=4.0, overhead_ms=20.0, kv_blocks=27_000,
+                 max_batched_tokens=512)
 GRID: dict[str, tuple[float, ...]] = {
     "ms_per_token": (0.10, 0.12, 0.14, 0.16),
     "max_batched_tokens": (256, 384, 512),
@@ -197,6 +215,13 @@ GRID: dict[str, tuple[float, ...]] = {
     "kv_blocks": (13_500, 27_000, 40_000),
     "step_floor_ms": (17.0, 18.0, 19.0),
     "overhead_ms": (10.0, 20.0, 30.0),
+}
+FINE_GRID: dict[str, tuple[float, ...]] = {
+    "overhead_ms": (25.0, 30.0, 35.0, 40.0),
+    "ms_per_token": (0.11, 0.12, 0.13),
+    "max_batched_tokens": (352, 384, 416),
+    "step_floor_ms": (17.5, 18.0, 18.5),
+    "kv_blocks": (11_000, 13_500, 16_000),
 }
 
 
@@ -220,8 +245,9 @@ def evaluate(hw: Hardware, samples: dict[str, list[dict[str, float]]]) -> list[B
     return [fit for trace, rows in samples.items() for fit in compare(trace, rows, hw)]
 
 
-def fit(start: Hardware, samples: dict[str, list[dict[str, float]]], rounds: int = 2,
-        log: bool = True) -> Hardware:
+def fit(
+    start: Hardware, samples: dict[str, list[dict[str, float]]], rounds: int = 2, log: bool = True
+) -> Hardware:
     """Coordinate descent over GRID from `start`, one constant at a time."""
     from dataclasses import replace
 
@@ -230,7 +256,7 @@ def fit(start: Hardware, samples: dict[str, list[dict[str, float]]], rounds: int
         for name, values in GRID.items():
             for value in values:
                 typed = int(value) if name in ("max_batched_tokens", "kv_blocks") else value
-                candidate = replace(best, **{name: typed})
+                candidate = replace(best, **{name: typed})  # type: ignore[arg-type]
                 if candidate == best:
                     continue
                 score = loss(evaluate(candidate, samples))
@@ -239,3 +265,52 @@ def fit(start: Hardware, samples: dict[str, list[dict[str, float]]], rounds: int
                 if score < best_loss:
                     best, best_loss = candidate, score
     return best
+
+
+def table(fits: Sequence[BandFit]) -> str:
+    lines = [
+        "| trace | target | prompt band | rows | recorded median ms | simulated median ms"
+        " | ratio | within 15 % |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for f in fits:
+        mark = (
+            "yes"
+            if abs(f.ratio - 1) <= 0.15
+            else ("no" if f.rows >= MIN_BAND_ROWS else f"no (< {MIN_BAND_ROWS} rows)")
+        )
+        lines.append(
+            f"| {f.trace} | {f.target} | {f.band} | {f.rows} | "
+            f"{f.recorded_median:,.1f} | {f.simulated_median:,.1f} | {f.ratio:.2f} | "
+            f"{mark} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Check a hardware class against every trace row (or --fit from it on a subsample)."""
+    import argparse
+
+    from poolsim.hardware import hardware
+
+    parser = argparse.ArgumentParser(prog="python -m poolsim.calibrate", description=main.__doc__)
+    parser.add_argument("--hardware", default="h200")
+    parser.add_argument("--rows", type=int, default=0, help="rows per trace (0: all)")
+    parser.add_argument("--fit", action="store_true", help="search the constants (GRID)")
+    parser.add_argument("--fit-rows", type=int, default=90, help="rows per trace for --fit")
+    parser.add_argument("--trace-dir", type=Path, default=TRACE_DIR)
+    args = parser.parse_args(argv)
+    hw = hardware(args.hardware)
+    rows = {trace: load_rows(trace, args.trace_dir) for trace in TRACES}
+    if args.fit:
+        samples = {t: sample_rows(r, args.fit_rows, seed=7) for t, r in rows.items()}
+        hw = fit(START, samples)
+        print(hw)  # noqa: T201
+    checked = {t: sample_rows(r, args.rows, seed=11) if args.rows else r for t, r in rows.items()}
+    fits = evaluate(hw, checked)
+    print(table(fits))  # noqa: T201
+    print(f"loss {loss(fits):.4f}")  # noqa: T201
+
+
+if __name__ == "__main__":
+    main()

@@ -34,20 +34,32 @@ DEFAULT_POLICIES = "random,round-robin,least-requests,heuristic,oracle"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workload", required=True,
-                        help=f"{', '.join(WORKLOADS)}, or a JSONL file to replay")
+    parser.add_argument(
+        "--workload", required=True, help=f"{', '.join(WORKLOADS)}, or a JSONL file to replay"
+    )
     parser.add_argument("--pods", type=int, default=8, help="pods in the pool (8)")
-    parser.add_argument("--duration", type=float, default=600.0,
-                        help="seconds of arrivals (600; a replay keeps arrivals before it)")
-    parser.add_argument("--policies", default=DEFAULT_POLICIES,
-                        help=f"comma-separated, of {', '.join(FACTORIES)} ({DEFAULT_POLICIES})")
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=600.0,
+        help="seconds of arrivals (600; a replay keeps arrivals before it)",
+    )
+    parser.add_argument(
+        "--policies",
+        default=DEFAULT_POLICIES,
+        help=f"comma-separated, of {', '.join(FACTORIES)} ({DEFAULT_POLICIES})",
+    )
     parser.add_argument("--seed", type=int, default=0, help="workload and policy seed (0)")
     parser.add_argument("--hardware", default="h200", choices=sorted(HARDWARE))
     parser.add_argument("--json", metavar="OUT", help="write every figure as JSON")
     parser.add_argument("--plots", metavar="DIR", help="write ttft_cdf.png and pod_share.png")
-    parser.add_argument("--speedup", type=float, default=10.0,
-                        help="simulated seconds per wall second for policies that use a real "
-                             "predictor (10); the others run as fast as the CPU allows")
+    parser.add_argument(
+        "--speedup",
+        type=float,
+        default=10.0,
+        help="simulated seconds per wall second for policies that use a real "
+        "predictor (10); the others run as fast as the CPU allows",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -55,13 +67,23 @@ class UsageProblem(Exception):
     pass
 
 
+def _out(text: str) -> None:
+    print(text, flush=True)  # noqa: T201 (command output)
+
+
+def _err(text: str) -> None:
+    print(f"latency-predictor simulate: {text}", file=sys.stderr)  # noqa: T201
+
+
 def _requests(args: argparse.Namespace) -> list[Request]:
     if args.workload in WORKLOADS:
         return generate(args.workload, args.pods, args.duration, args.seed)
     path = Path(args.workload)
     if not path.is_file():
-        raise UsageProblem(f"--workload: {args.workload!r} is neither a workload "
-                           f"({', '.join(WORKLOADS)}) nor a file")
+        raise UsageProblem(
+            f"--workload: {args.workload!r} is neither a workload "
+            f"({', '.join(WORKLOADS)}) nor a file"
+        )
     kept = [r for r in load_replay(path) if r.arrival_s < args.duration]
     if not kept:
         raise ReplayError(f"{path}: no request arrives before --duration {args.duration:g} s")
@@ -72,8 +94,10 @@ def _check(args: argparse.Namespace) -> list[str]:
     names = [name.strip() for name in args.policies.split(",") if name.strip()]
     unknown = [name for name in names if name not in FACTORIES]
     if not names or unknown:
-        raise UsageProblem(f"--policies: unknown {', '.join(unknown) or '(none given)'}; "
-                           f"known: {', '.join(FACTORIES)}")
+        raise UsageProblem(
+            f"--policies: unknown {', '.join(unknown) or '(none given)'}; "
+            f"known: {', '.join(FACTORIES)}"
+        )
     if args.pods < 1 or args.duration <= 0 or args.speedup <= 0:
         raise UsageProblem("--pods, --duration and --speedup must be positive")
     from poolsim.report import INSTALL_HINT, matplotlib_available
@@ -91,8 +115,9 @@ def _run_one(name: str, requests: list[Request], args: argparse.Namespace) -> Ru
     speedup = args.speedup if policy.paced else None
     last = max(r.arrival_s for r in requests)
     bar = None if args.no_progress else ProgressBar(name, last)
-    engine = Engine(requests, args.pods, hardware(args.hardware), policy,
-                    speedup=speedup, progress=bar)
+    engine = Engine(
+        requests, args.pods, hardware(args.hardware), policy, speedup=speedup, progress=bar
+    )
     result = asyncio.run(engine.run())
     if bar is not None:
         bar.close(min(result.sim_end_s, last))
@@ -104,15 +129,17 @@ def run(args: argparse.Namespace) -> int:
         names = _check(args)
         requests = _requests(args)
     except UsageProblem as exc:
-        print(f"latency-predictor simulate: {exc}", file=sys.stderr)  # noqa: T201
+        _err(str(exc))
         return 2
     except (ReplayError, OSError, ValueError) as exc:
-        print(f"latency-predictor simulate: {exc}", file=sys.stderr)  # noqa: T201
+        _err(str(exc))
         return 1
-    print(f"workload {args.workload}: {len(requests)} requests over {args.duration:g} s, "  # noqa: T201
-          f"{args.pods} pods ({args.hardware}), seed {args.seed}; speedup: as fast as "
-          f"possible (policies with a real predictor: x{args.speedup:g}, retrain interval "
-          f"scaled by it)")
+    _out(
+        f"workload {args.workload}: {len(requests)} requests over {args.duration:g} s, "
+        f"{args.pods} pods ({args.hardware}), seed {args.seed}; speedup: as fast as "
+        f"possible (policies with a real predictor: x{args.speedup:g}, retrain interval "
+        f"scaled by it)"
+    )
     from poolsim.metrics import summarize
     from poolsim.report import markdown_table, write_plots
 
@@ -124,30 +151,42 @@ def run(args: argparse.Namespace) -> int:
         try:
             result = _run_one(name, requests, args)
         except ValueError as exc:
-            print(f"latency-predictor simulate: {exc}", file=sys.stderr)  # noqa: T201
+            _err(str(exc))
             return 1
         results[name] = summarize(result)
         if result.speedup is not None:
             paced.append(name)
         ttfts[name] = [c.ttft_ms for c in result.completions]
     wall = time.perf_counter() - started
-    print(markdown_table(results))  # noqa: T201
+    _out(markdown_table(results))
     if args.plots:
         for path in write_plots(ttfts, results, Path(args.plots), str(args.workload)):
-            print(f"plot: {path}")  # noqa: T201
+            _out(f"plot: {path}")
     if args.json:
         _write_json(Path(args.json), args, len(requests), results, wall, paced)
-        print(f"json: {args.json}")  # noqa: T201
+        _out(f"json: {args.json}")
     return 0
 
 
-def _write_json(path: Path, args: argparse.Namespace, requests: int,
-                results: dict[str, PolicyMetrics], wall: float, paced: list[str]) -> None:
+def _write_json(
+    path: Path,
+    args: argparse.Namespace,
+    requests: int,
+    results: dict[str, PolicyMetrics],
+    wall: float,
+    paced: list[str],
+) -> None:
     document: dict[str, Any] = {
-        "workload": args.workload, "pods": args.pods, "duration_s": args.duration,
-        "seed": args.seed, "hardware": args.hardware, "requests": requests,
-        "speedup": args.speedup, "paced_policies": paced,
-        "wall_s": wall, "policies": results,
+        "workload": args.workload,
+        "pods": args.pods,
+        "duration_s": args.duration,
+        "seed": args.seed,
+        "hardware": args.hardware,
+        "requests": requests,
+        "speedup": args.speedup,
+        "paced_policies": paced,
+        "wall_s": wall,
+        "policies": results,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_suffix(path.suffix + ".tmp")

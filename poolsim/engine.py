@@ -35,12 +35,21 @@ class RunResult:
     wall_s: float
     speedup: float | None
     policy_summary: dict[str, float] = field(default_factory=dict)
+    seqs: list[Seq] = field(default_factory=list)  # finished, with their token accounting
 
 
 class Engine:
-    def __init__(self, requests: Sequence[Request], pods: int, hw: Hardware, policy: Policy,
-                 *, speedup: float | None = None, drain_limit_s: float | None = None,
-                 progress: Progress | None = None) -> None:
+    def __init__(
+        self,
+        requests: Sequence[Request],
+        pods: int,
+        hw: Hardware,
+        policy: Policy,
+        *,
+        speedup: float | None = None,
+        drain_limit_s: float | None = None,
+        progress: Progress | None = None,
+    ) -> None:
         if pods < 1:
             raise ValueError("pods must be at least 1")
         if speedup is not None and speedup <= 0:
@@ -55,6 +64,7 @@ class Engine:
         self._events: list[tuple[float, int]] = []
         self._features: dict[int, PodFeatures] = {}
         self.completions: list[Completion] = []
+        self.finished: list[Seq] = []
         self._wall0 = 0.0
 
     async def run(self) -> RunResult:
@@ -97,14 +107,18 @@ class Engine:
 
     async def _arrive(self, request: Request, now: float) -> None:
         features = [pod.features(request) for pod in self.pods]
-        info = RequestInfo(request.id, request.arrival_s, request.input_tokens,
-                           request.slo_ttft_ms, request.slo_tpot_ms)
+        info = RequestInfo(
+            request.id,
+            request.arrival_s,
+            request.input_tokens,
+            request.slo_ttft_ms,
+            request.slo_tpot_ms,
+        )
         choice = self.policy.choose(info, features, now)
         if inspect.isawaitable(choice):
             choice = await choice
         if not isinstance(choice, int) or not 0 <= choice < len(self.pods):
-            raise ValueError(f"policy {self.policy.name} chose pod {choice!r} "
-                             f"of {len(self.pods)}")
+            raise ValueError(f"policy {self.policy.name} chose pod {choice!r} of {len(self.pods)}")
         self._features[request.id] = features[choice]
         pod = self.pods[choice]
         pod.submit(request, now)
@@ -121,6 +135,7 @@ class Engine:
         for seq in finished:
             done = self._completion(seq, pod.index)
             self.completions.append(done)
+            self.finished.append(seq)
             seen = self.policy.observe(Observation(done, self._features.pop(seq.request.id)))
             if inspect.isawaitable(seen):
                 await seen
@@ -131,21 +146,37 @@ class Engine:
         first, finish = seq.first_token_s, seq.finish_s
         assert first is not None and finish is not None
         overhead = self.hw.overhead_ms
-        tpot = ((finish - first) * 1000.0 / (request.output_tokens - 1)
-                if request.output_tokens > 1 else None)
+        tpot = (
+            (finish - first) * 1000.0 / (request.output_tokens - 1)
+            if request.output_tokens > 1
+            else None
+        )
         return Completion(
-            request=request, pod=pod, dispatch_s=seq.dispatch_s, first_token_s=first,
-            finish_s=finish, ttft_ms=(first - request.arrival_s) * 1000.0 + overhead,
-            tpot_ms=tpot, e2e_ms=(finish - request.arrival_s) * 1000.0 + overhead,
-            prefix_hit_tokens=seq.first_hit_tokens, preemptions=seq.preemptions)
+            request=request,
+            pod=pod,
+            dispatch_s=seq.dispatch_s,
+            first_token_s=first,
+            finish_s=finish,
+            ttft_ms=(first - request.arrival_s) * 1000.0 + overhead,
+            tpot_ms=tpot,
+            e2e_ms=(finish - request.arrival_s) * 1000.0 + overhead,
+            prefix_hit_tokens=seq.first_hit_tokens,
+            preemptions=seq.preemptions,
+        )
 
     def _result(self, now: float) -> RunResult:
         done = {c.request.id for c in self.completions}
         return RunResult(
-            policy=self.policy.name, pods=self.pods, completions=self.completions,
-            unfinished=[r for r in self.requests if r.id not in done], sim_end_s=now,
-            wall_s=time.perf_counter() - self._wall0, speedup=self.speedup,
-            policy_summary=self.policy.summary())
+            policy=self.policy.name,
+            pods=self.pods,
+            completions=self.completions,
+            unfinished=[r for r in self.requests if r.id not in done],
+            sim_end_s=now,
+            wall_s=time.perf_counter() - self._wall0,
+            speedup=self.speedup,
+            policy_summary=self.policy.summary(),
+            seqs=self.finished,
+        )
 
 
 def _check_fits(request: Request, hw: Hardware) -> None:
@@ -153,12 +184,19 @@ def _check_fits(request: Request, hw: Hardware) -> None:
         raise ValueError(f"request {request.id}: input and output tokens must be >= 1")
     total = request.input_tokens + request.output_tokens
     if total > hw.max_model_len:
-        raise ValueError(f"request {request.id}: {total} tokens exceed max_model_len "
-                         f"{hw.max_model_len} of {hw.name}")
+        raise ValueError(
+            f"request {request.id}: {total} tokens exceed max_model_len "
+            f"{hw.max_model_len} of {hw.name}"
+        )
 
 
-def simulate(requests: Sequence[Request], pods: int, hw: Hardware, policy: Policy,
-             **options: float | Progress | None) -> RunResult:
+def simulate(
+    requests: Sequence[Request],
+    pods: int,
+    hw: Hardware,
+    policy: Policy,
+    **options: float | Progress | None,
+) -> RunResult:
     """Run one simulation to completion (asyncio.run around Engine.run)."""
     import asyncio
 

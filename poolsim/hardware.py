@@ -45,19 +45,22 @@ class Hardware:
 
 
 # Calibrated once against ../shared/data/traces (Qwen3-32B on one H200, streaming
-# completions); the fit and its figures are in poolsim/__init__.py. Fixed after.
+# completions) by `python -m poolsim.calibrate --fit`; figures in benchmarks/README.md.
+# Fixed after: no constant here was changed after a policy comparison.
 H200 = Hardware(
     name="h200",
     step_floor_ms=18.0,
-    ms_per_token=0.12,
-    ms_per_kv_ktoken=0.08,
+    ms_per_token=0.13,
+    ms_per_kv_ktoken=0.02,
     ms_per_attn_mtoken=4.0,
-    overhead_ms=20.0,
-    kv_blocks=27_000,
+    overhead_ms=30.0,
+    kv_blocks=16_000,
+    max_batched_tokens=384,
 )
 
-# A faster class, by B200/H200 datasheet ratios: 2.25x dense FLOPs (ms_per_token,
-# attention), 1.67x memory bandwidth (floor, KV reads), 1.36x memory (KV blocks).
+# A faster class, by B200/H200 datasheet ratios (not calibrated: no trace): 2.25x dense
+# FLOPs (ms_per_token, attention), 1.67x memory bandwidth (floor, KV reads), and KV memory
+# (180 GB x 0.9 - 70 GB of weights and activations) / (141 GB x 0.9 - 70 GB) = 1.62x.
 B200 = replace(
     H200,
     name="b200",
@@ -65,7 +68,7 @@ B200 = replace(
     ms_per_token=H200.ms_per_token / 2.25,
     ms_per_kv_ktoken=H200.ms_per_kv_ktoken / 1.67,
     ms_per_attn_mtoken=H200.ms_per_attn_mtoken / 2.25,
-    kv_blocks=int(H200.kv_blocks * 1.36),
+    kv_blocks=int(H200.kv_blocks * 1.62),
 )
 
 HARDWARE: dict[str, Hardware] = {hw.name: hw for hw in (H200, B200)}

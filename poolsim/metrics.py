@@ -45,11 +45,13 @@ def percentiles(values: Sequence[float]) -> Percentiles:
 
 def slo_attainment(result: RunResult) -> float | None:
     """Share of requests with an SLO that met every SLO they carry (unfinished: missed)."""
+
     def has_slo(slo_ttft: float | None, slo_tpot: float | None) -> bool:
         return slo_ttft is not None or slo_tpot is not None
 
-    judged = [c for c in result.completions
-              if has_slo(c.request.slo_ttft_ms, c.request.slo_tpot_ms)]
+    judged = [
+        c for c in result.completions if has_slo(c.request.slo_ttft_ms, c.request.slo_tpot_ms)
+    ]
     missed = [r for r in result.unfinished if has_slo(r.slo_ttft_ms, r.slo_tpot_ms)]
     total = len(judged) + len(missed)
     return sum(c.slo_met for c in judged) / total if total else None

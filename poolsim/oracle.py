@@ -58,8 +58,10 @@ class OraclePolicy(BasePolicy):
 
     def choose(self, request: RequestInfo, pods: Sequence[PodFeatures], now_s: float) -> int:
         full = self.requests[request.id]
-        order = sorted(range(len(pods)), key=lambda i: (pods[i].prefill_tokens_in_flight,
-                                                        pods[i].num_request_running))
+        order = sorted(
+            range(len(pods)),
+            key=lambda i: (pods[i].prefill_tokens_in_flight, pods[i].num_request_running),
+        )
         best = float("inf")
         ttfts = [float("inf")] * len(pods)
         for index in order:

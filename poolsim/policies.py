@@ -69,8 +69,11 @@ def heuristic_scores(pods: Sequence[PodFeatures]) -> list[float]:
     scores = []
     for pod, queue in zip(pods, queues, strict=True):
         queue_score = 1.0 if high == low else (high - queue) / (high - low)
-        scores.append(prefix_w * pod.prefix_cache_score
-                      + kv_w * (1.0 - pod.kv_cache_percentage) + queue_w * queue_score)
+        scores.append(
+            prefix_w * pod.prefix_cache_score
+            + kv_w * (1.0 - pod.kv_cache_percentage)
+            + queue_w * queue_score
+        )
     return scores
 
 

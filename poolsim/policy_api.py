@@ -71,8 +71,14 @@ class Observation:
             {**base, "actual_ttft_ms": done.ttft_ms, "actual_tpot_ms": 0.0}
         ]
         if done.tpot_ms is not None:
-            rows.append({**base, "num_tokens_generated": done.request.output_tokens,
-                         "actual_ttft_ms": 0.0, "actual_tpot_ms": done.tpot_ms})
+            rows.append(
+                {
+                    **base,
+                    "num_tokens_generated": done.request.output_tokens,
+                    "actual_ttft_ms": 0.0,
+                    "actual_tpot_ms": done.tpot_ms,
+                }
+            )
         return rows
 
 
@@ -82,9 +88,10 @@ class Policy(Protocol):
 
     def attach(self, pods: Sequence[Pod], requests: Mapping[int, Request]) -> None: ...
     async def start(self, speedup: float | None) -> None: ...
-    def choose(self, request: RequestInfo, pods: Sequence[PodFeatures],
-               now_s: float) -> int | Awaitable[int]: ...
-    def observe(self, observation: Observation) -> None | Awaitable[None]: ...
+    def choose(
+        self, request: RequestInfo, pods: Sequence[PodFeatures], now_s: float
+    ) -> int | Awaitable[int]: ...
+    def observe(self, observation: Observation) -> Awaitable[None] | None: ...
     async def close(self) -> None: ...
     def summary(self) -> dict[str, float]: ...
 
@@ -101,7 +108,7 @@ class BasePolicy:
     async def start(self, speedup: float | None) -> None:
         return None
 
-    def observe(self, observation: Observation) -> None | Awaitable[None]:
+    def observe(self, observation: Observation) -> Awaitable[None] | None:
         return None
 
     async def close(self) -> None:

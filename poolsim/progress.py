@@ -19,8 +19,10 @@ class ProgressBar:
         done = min(sim_s / self.total, 1.0)
         wall = time.perf_counter() - self.start
         rate = sim_s / wall if wall > 0 else 0.0
-        text = (f"{self.label:<16} [{'#' * int(done * 30):<30}] {done:4.0%}  "
-                f"sim {sim_s:7.1f}/{self.total:.0f} s  wall {wall:6.1f} s  x{rate:,.0f}")
+        text = (
+            f"{self.label:<16} [{'#' * int(done * 30):<30}] {done:4.0%}  "
+            f"sim {sim_s:7.1f}/{self.total:.0f} s  wall {wall:6.1f} s  x{rate:,.0f}"
+        )
         if self.tty:
             self.stream.write("\r" + text)
         elif int(done * 10) > self.last_tenth:

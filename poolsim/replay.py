@@ -67,13 +67,17 @@ def parse_line(text: str, request_id: int, groups: dict[str, int]) -> Request:
     if prefix and group is None:
         raise ValueError("field 'prefix_tokens' needs a 'prefix_group'")
     if prefix > input_tokens:
-        raise ValueError(f"field 'prefix_tokens' ({prefix}) exceeds input_tokens "
-                         f"({input_tokens})")
+        raise ValueError(f"field 'prefix_tokens' ({prefix}) exceeds input_tokens ({input_tokens})")
     return Request(
-        id=request_id, arrival_s=arrival, input_tokens=input_tokens,
-        output_tokens=_integer(row, "output_tokens", 1), prefix_group=group,
-        prefix_tokens=prefix, slo_ttft_ms=_number(row, "slo_ttft_ms", positive=True),
-        slo_tpot_ms=_number(row, "slo_tpot_ms", positive=True))
+        id=request_id,
+        arrival_s=arrival,
+        input_tokens=input_tokens,
+        output_tokens=_integer(row, "output_tokens", 1),
+        prefix_group=group,
+        prefix_tokens=prefix,
+        slo_ttft_ms=_number(row, "slo_ttft_ms", positive=True),
+        slo_tpot_ms=_number(row, "slo_tpot_ms", positive=True),
+    )
 
 
 def load_replay(path: Path) -> list[Request]:

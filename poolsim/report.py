@@ -7,8 +7,10 @@ from pathlib import Path
 
 from poolsim.metrics import Percentiles, PolicyMetrics
 
-INSTALL_HINT = ("--plots needs matplotlib: pip install 'latency-predictor[sim]' "
-                "(or pip install 'matplotlib>=3.8')")
+INSTALL_HINT = (
+    "--plots needs matplotlib: pip install 'latency-predictor[sim]' "
+    "(or pip install 'matplotlib>=3.8')"
+)
 
 
 def _ms(value: float | None) -> str:
@@ -16,7 +18,7 @@ def _ms(value: float | None) -> str:
 
 
 def _triple(p: Percentiles) -> str:
-    return " / ".join(_ms(p[key]) for key in ("p50", "p90", "p99"))  # type: ignore[literal-required]
+    return " / ".join(_ms(p[key]) for key in ("p50", "p90", "p99"))
 
 
 def _span(values: Sequence[float | None]) -> str:
@@ -35,7 +37,8 @@ def markdown_table(results: Mapping[str, PolicyMetrics]) -> str:
         lines.append(
             f"| {name} | {_triple(m['ttft_ms'])} | {_triple(m['tpot_ms'])} "
             f"| {_triple(m['e2e_ms'])} | {slo} | {m['throughput_rps']:.2f} "
-            f"| {_span(m['pod_share'])} | {_span(m['prefix_hit_rate'])} | {m['unfinished']} |")
+            f"| {_span(m['pod_share'])} | {_span(m['prefix_hit_rate'])} | {m['unfinished']} |"
+        )
     return "\n".join(lines)
 
 
@@ -47,8 +50,12 @@ def matplotlib_available() -> bool:
     return True
 
 
-def write_plots(ttfts: Mapping[str, Sequence[float]], results: Mapping[str, PolicyMetrics],
-                folder: Path, title: str) -> list[Path]:
+def write_plots(
+    ttfts: Mapping[str, Sequence[float]],
+    results: Mapping[str, PolicyMetrics],
+    folder: Path,
+    title: str,
+) -> list[Path]:
     """ttft_cdf.png (TTFT CDF per policy) and pod_share.png (requests per pod)."""
     try:
         import matplotlib

@@ -4,7 +4,7 @@ Each is Poisson arrivals of requests drawn from fixed distributions (seeded):
 
 - `chat`: ShareGPT-like chat. Prompts lognormal, median 167 and p90 ~730 tokens (the
   sharegpt-h200 trace's quantiles), 4..2048; outputs lognormal median 200, 1..1024. No
-  shared prefixes. SLO: TTFT 300 ms, TPOT 40 ms.
+  shared prefixes. SLO: TTFT 500 ms, TPOT 50 ms.
 - `prefix`: long documents behind shared system prompts. 12 prefix groups per pod (Zipf
   popularity, s = 0.6), each a fixed 2,000-6,000-token shared prefix; a private suffix
   (median 200 tokens) and outputs median 128 (1..512). The groups' prefixes together are
@@ -16,8 +16,12 @@ Each is Poisson arrivals of requests drawn from fixed distributions (seeded):
   back to 1x.
 
 RATE_PER_POD holds each workload's arrival rate per pod (requests/s, the 1x rate for
-`ramp`); they were set from one pod's saturation throughput on the calibrated `h200`
-(benchmarks/README.md), before any policy was compared.
+`ramp`), set before any policy was compared from one pod's saturation throughput on the
+calibrated `h200` (`python -m benchmarks.bench_poolsim capacity`): chat 12.9 req/s ->
+8.0 (62 %); mixed 3.2 -> 2.2 (69 %); prefix 15.8 with its own 12 groups (perfect
+affinity) but 3.5 with all 96 groups of 8 pods (no affinity) -> 2.8 (18 % / 81 %: only
+where a group is served decides whether the pool copes); ramp 2.6, so the 5x peak is 13
+req/s per pod, the chat saturation throughput.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from collections.abc import Callable
 
 from poolsim.request import Request
 
-RATE_PER_POD = {"chat": 6.0, "prefix": 1.0, "mixed": 1.0, "ramp": 2.0}
+RATE_PER_POD = {"chat": 8.0, "prefix": 2.8, "mixed": 2.2, "ramp": 2.6}
 GROUPS_PER_POD = 12
 RAMP_PEAK = 5.0
 
@@ -37,8 +41,9 @@ def _lognormal(rng: random.Random, median: float, sigma: float, low: int, high: 
     return max(low, min(high, round(median * math.exp(sigma * rng.gauss(0.0, 1.0)))))
 
 
-def _poisson_times(rng: random.Random, rate: Callable[[float], float], peak: float,
-                   duration_s: float) -> list[float]:
+def _poisson_times(
+    rng: random.Random, rate: Callable[[float], float], peak: float, duration_s: float
+) -> list[float]:
     """Arrival times of a Poisson process with intensity rate(t) <= peak (thinning)."""
     times: list[float] = []
     now = 0.0
@@ -51,8 +56,14 @@ def _poisson_times(rng: random.Random, rate: Callable[[float], float], peak: flo
 
 
 def _chat(rng: random.Random, request_id: int, arrival: float) -> Request:
-    return Request(request_id, arrival, _lognormal(rng, 167, 1.15, 4, 2048),
-                   _lognormal(rng, 200, 0.9, 1, 1024), slo_ttft_ms=300.0, slo_tpot_ms=40.0)
+    return Request(
+        request_id,
+        arrival,
+        _lognormal(rng, 167, 1.15, 4, 2048),
+        _lognormal(rng, 200, 0.9, 1, 1024),
+        slo_ttft_ms=300.0,
+        slo_tpot_ms=40.0,
+    )
 
 
 def chat(pods: int, duration_s: float, seed: int) -> list[Request]:
@@ -86,9 +97,18 @@ def prefix(pods: int, duration_s: float, seed: int) -> list[Request]:
         group = rng.choices(range(groups), weights)[0]
         shared = lengths[group]
         prompt = shared + _lognormal(rng, 200, 0.8, 16, 2048)
-        requests.append(Request(index, t, prompt, _lognormal(rng, 128, 0.7, 1, 512),
-                                prefix_group=group, prefix_tokens=shared,
-                                slo_ttft_ms=1000.0, slo_tpot_ms=60.0))
+        requests.append(
+            Request(
+                index,
+                t,
+                prompt,
+                _lognormal(rng, 128, 0.7, 1, 512),
+                prefix_group=group,
+                prefix_tokens=shared,
+                slo_ttft_ms=1000.0,
+                slo_tpot_ms=60.0,
+            )
+        )
     return requests
 
 
@@ -113,7 +133,10 @@ def mixed(pods: int, duration_s: float, seed: int) -> list[Request]:
 
 
 WORKLOADS: dict[str, Callable[[int, float, int], list[Request]]] = {
-    "chat": chat, "prefix": prefix, "mixed": mixed, "ramp": ramp,
+    "chat": chat,
+    "prefix": prefix,
+    "mixed": mixed,
+    "ramp": ramp,
 }
 
 
@@ -121,6 +144,7 @@ def generate(name: str, pods: int, duration_s: float, seed: int) -> list[Request
     try:
         make = WORKLOADS[name]
     except KeyError:
-        raise ValueError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)} "
-                         "(or a JSONL file)") from None
+        raise ValueError(
+            f"unknown workload {name!r}; known: {', '.join(WORKLOADS)} (or a JSONL file)"
+        ) from None
     return make(pods, duration_s, seed)
