@@ -30,7 +30,8 @@ class Pod:
         self.waiting: deque[Seq] = deque()
         self.running: list[Seq] = []
         self.step_end_s: float | None = None  # None when idle
-        self._batch: list[tuple[Seq, int]] = []  # this step's sequences and their new tokens
+        self._decodes: list[Seq] = []  # this step's decoding sequences (one token each)
+        self._chunks: list[tuple[Seq, int]] = []  # this step's prompt chunks
         self.prefill_pending_tokens = 0  # prompt tokens of requests without a first token
         self.steps = 0
         self.prefill_tokens = 0
@@ -61,47 +62,56 @@ class Pod:
     # ---- steps
     def start_step(self, now_s: float) -> float | None:
         """Schedule one step at now_s; returns its end time, or None with nothing to do."""
-        budget = self.hw.max_batched_tokens
-        batch: list[tuple[Seq, int]] = []
-        budget, preempted = self._schedule_running(budget, batch)
+        budget, preempted = self._schedule_running(self.hw.max_batched_tokens)
         if not preempted:
-            self._admit_waiting(budget, batch)
-        if not batch:
+            self._admit_waiting(budget)
+        if not self._decodes and not self._chunks:
             self.step_end_s = None
             return None
-        self._batch = batch
         self.steps += 1
-        self.step_end_s = now_s + self._step_ms(batch) / 1000.0
+        self.step_end_s = now_s + self._step_ms() / 1000.0
         return self.step_end_s
 
-    def _step_ms(self, batch: list[tuple[Seq, int]]) -> float:
-        tokens = decode_kv = 0
+    def _step_ms(self) -> float:
+        tokens = len(self._decodes)
+        decode_kv = sum(seq.computed for seq in self._decodes)
         attention = 0.0
-        for seq, new in batch:
+        for seq, new in self._chunks:
             tokens += new
-            if seq.prefilling:
-                attention += new * (seq.computed + new / 2)
-            else:
-                decode_kv += seq.computed
+            attention += new * (seq.computed + new / 2)
         return self.hw.step_ms(tokens, decode_kv, attention)
 
     def _blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.hw.block_size)
 
-    def _schedule_running(self, budget: int, batch: list[tuple[Seq, int]]) -> tuple[int, bool]:
+    def _schedule_running(self, budget: int) -> tuple[int, bool]:
+        """Decodes (one token each) and prompt chunks of the running sequences, in order;
+        a sequence short of a block preempts the newest ones (or itself)."""
+        decodes: list[Seq] = []
+        chunks: list[tuple[Seq, int]] = []
+        self._decodes, self._chunks = decodes, chunks
+        running, block, pool = self.running, self.hw.block_size, self.pool
         preempted = False
         index = 0
-        while index < len(self.running) and budget > 0:
-            seq = self.running[index]
-            new = min(seq.target - seq.computed, budget) if seq.prefilling else 1
-            need = self._blocks_for(seq.computed + new) - seq.blocks_held
-            while need > 0 and not self.pool.allocate(seq, need):
-                victim = self.running.pop()  # the newest: it is never already in the batch
+        while index < len(running) and budget > 0:
+            seq = running[index]
+            computed = seq.computed
+            if computed < seq.target:
+                new = min(seq.target - computed, budget)
+                need = -(-(computed + new) // block) - seq.blocks_held
+            else:  # decoding: a new block only when the last one is full
+                new = 1
+                need = 1 if computed % block == 0 else 0
+            while need > 0 and not pool.allocate(seq, need):
+                victim = running.pop()  # the newest: it is never already in the batch
                 self._preempt(victim)
                 preempted = True
                 if victim is seq:
                     return budget, True
-            batch.append((seq, new))
+            if computed < seq.target:
+                chunks.append((seq, new))
+            else:
+                decodes.append(seq)
             budget -= new
             index += 1
         return budget, preempted
@@ -116,7 +126,7 @@ class Pod:
         self.preemptions += 1
         self.waiting.appendleft(seq)
 
-    def _admit_waiting(self, budget: int, batch: list[tuple[Seq, int]]) -> None:
+    def _admit_waiting(self, budget: int) -> None:
         block = self.hw.block_size
         while self.waiting and budget > 0 and len(self.running) < self.hw.max_num_seqs:
             seq = self.waiting[0]
@@ -135,7 +145,7 @@ class Pod:
                 seq.first_hit_tokens = cached
             seq.admissions += 1
             self.running.append(seq)
-            batch.append((seq, new))
+            self._chunks.append((seq, new))
             budget -= new
 
     def finish_step(self, now_s: float) -> tuple[list[Seq], list[Seq]]:
@@ -143,29 +153,34 @@ class Pod:
         sequences that finished)."""
         first: list[Seq] = []
         finished: list[Seq] = []
-        for seq, new in self._batch:
-            if seq.prefilling:
-                seq.computed += new
-                seq.prefill_computed += new
-                self.prefill_tokens += new
-                if seq.prefilling:
-                    continue
-            else:
-                seq.computed += 1
-                seq.decoded += 1
-                self.decode_tokens += 1
+        emitted: list[Seq] = []
+        for seq, new in self._chunks:
+            seq.computed += new
+            seq.prefill_computed += new
+            self.prefill_tokens += new
+            if seq.computed == seq.target:
+                emitted.append(seq)
+        self.decode_tokens += len(self._decodes)
+        for seq in self._decodes:
+            seq.computed += 1
+            seq.decoded += 1
+            seq.generated += 1
+            if seq.generated == seq.request.output_tokens:
+                finished.append(seq)
+        for seq in emitted:  # a completed prompt emits a token too
             seq.generated += 1
             if seq.first_token_s is None:
                 seq.first_token_s = now_s
                 self.prefill_pending_tokens -= seq.request.input_tokens
                 first.append(seq)
             if seq.generated == seq.request.output_tokens:
-                seq.finish_s = now_s
-                self.pool.release(seq)
                 finished.append(seq)
+        for seq in finished:
+            seq.finish_s = now_s
+            self.pool.release(seq)
         if finished:
             self.running = [seq for seq in self.running if seq.finish_s is None]
-        self._batch = []
+        self._decodes, self._chunks = [], []
         self.step_end_s = None
         return first, finished
 
@@ -184,7 +199,8 @@ class Pod:
         copies = {id(seq): seq.lookahead_copy() for seq in (*self.running, *self.waiting)}
         clone.running = [copies[id(seq)] for seq in self.running]
         clone.waiting = deque(copies[id(seq)] for seq in self.waiting)
-        clone._batch = [(copies[id(seq)], new) for seq, new in self._batch]
+        clone._decodes = [copies[id(seq)] for seq in self._decodes]
+        clone._chunks = [(copies[id(seq)], new) for seq, new in self._chunks]
         clone.step_end_s = self.step_end_s
         clone.prefill_pending_tokens = self.prefill_pending_tokens
         return clone
