@@ -52,8 +52,10 @@ CAPACITY_CASES = (  # workload, pods' worth of groups, rate multiple, what it st
 def capacity(seconds: float) -> None:
     """Saturation throughput of one pod per workload mix: arrivals far above what it can
     serve for `seconds`, completions counted from second 20 to the end of arrivals."""
-    say("| workload | offered req/s | sustained req/s (one pod, saturated) | table rate per pod "
-        "| table rate / sustained |")
+    say(
+        "| workload | offered req/s | sustained req/s (one pod, saturated) | table rate per pod "
+        "| table rate / sustained |"
+    )
     say("|---|---|---|---|---|")
     for name, groups_of, multiple, note in CAPACITY_CASES:
         made = generate(name, groups_of, seconds * multiple / groups_of, 0)
@@ -64,8 +66,10 @@ def capacity(seconds: float) -> None:
         done = [c for c in result.completions if 20.0 <= c.finish_s <= seconds]
         sustained = len(done) / (seconds - 20.0)
         label = f"{name}, {note}" if note else name
-        say(f"| {label} | {len(reqs) / seconds:.2f} | {sustained:.2f} | {RATE_PER_POD[name]} "
-            f"| {RATE_PER_POD[name] / sustained:.0%} |")
+        say(
+            f"| {label} | {len(reqs) / seconds:.2f} | {sustained:.2f} | {RATE_PER_POD[name]} "
+            f"| {RATE_PER_POD[name] / sustained:.0%} |"
+        )
 
 
 def _run(workload: str, seed: int, args: argparse.Namespace, out: Path) -> subprocess.Popen[bytes]:

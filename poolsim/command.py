@@ -136,36 +136,59 @@ def run(args: argparse.Namespace) -> int:
         return 1
     _out(
         f"workload {args.workload}: {len(requests)} requests over {args.duration:g} s, "
-        f"{args.pods} pods ({args.hardware}), seed {args.seed}; speedup: as fast as "
-        f"possible (policies with a real predictor: x{args.speedup:g}, retrain interval "
-        f"scaled by it)"
+        f"{args.pods} pods ({args.hardware}), seed {args.seed}; policies without a real "
+        f"predictor run as fast as possible, those with one at x{args.speedup:g} "
+        f"(the predictor's retrain interval divided by it)"
     )
-    from poolsim.metrics import summarize
-    from poolsim.report import markdown_table, write_plots
-
     started = time.perf_counter()
-    paced: list[str] = []
+    try:
+        results, ttfts, paced = _run_all(names, requests, args)
+    except ValueError as exc:
+        _err(str(exc))
+        return 1
+    _report(args, len(requests), results, ttfts, paced, time.perf_counter() - started)
+    return 0
+
+
+def _run_all(
+    names: list[str], requests: list[Request], args: argparse.Namespace
+) -> tuple[dict[str, PolicyMetrics], dict[str, list[float]], list[str]]:
+    from poolsim.metrics import summarize
+
     results: dict[str, PolicyMetrics] = {}
     ttfts: dict[str, list[float]] = {}
+    paced: list[str] = []
     for name in names:
-        try:
-            result = _run_one(name, requests, args)
-        except ValueError as exc:
-            _err(str(exc))
-            return 1
+        result = _run_one(name, requests, args)
         results[name] = summarize(result)
+        ttfts[name] = [c.ttft_ms for c in result.completions]
+        pace = "as fast as possible" if result.speedup is None else f"paced x{result.speedup:g}"
         if result.speedup is not None:
             paced.append(name)
-        ttfts[name] = [c.ttft_ms for c in result.completions]
-    wall = time.perf_counter() - started
+        _out(
+            f"{name}: {result.sim_end_s:.0f} s simulated in {result.wall_s:.1f} s wall "
+            f"(x{result.sim_end_s / max(result.wall_s, 1e-9):.0f}, {pace})"
+        )
+    return results, ttfts, paced
+
+
+def _report(
+    args: argparse.Namespace,
+    requests: int,
+    results: dict[str, PolicyMetrics],
+    ttfts: dict[str, list[float]],
+    paced: list[str],
+    wall: float,
+) -> None:
+    from poolsim.report import markdown_table, write_plots
+
     _out(markdown_table(results))
     if args.plots:
         for path in write_plots(ttfts, results, Path(args.plots), str(args.workload)):
             _out(f"plot: {path}")
     if args.json:
-        _write_json(Path(args.json), args, len(requests), results, wall, paced)
+        _write_json(Path(args.json), args, requests, results, wall, paced)
         _out(f"json: {args.json}")
-    return 0
 
 
 def _write_json(

@@ -9,7 +9,8 @@ later (which share steps with this one once it runs), and prefix-cache evictions
 the look-ahead (matches are read at decision time; block counts are exact otherwise). It
 optimises TTFT only, one request at a time (greedy): it is the reference for TTFT, not a
 bound on TPOT or SLO attainment. Look-aheads stop early once they exceed the best TTFT
-found so far, trying pods in order of pending prompt tokens.
+found so far, trying pods in order of a lower bound on their TTFT, and skip pods whose
+bound already exceeds it (both exact: they change the cost, never the choice).
 """
 
 from __future__ import annotations
@@ -22,6 +23,23 @@ from poolsim.policy_api import BasePolicy, PodFeatures, RequestInfo
 from poolsim.request import Request
 
 MAX_LOOKAHEAD_STEPS = 200_000
+
+
+def ttft_lower_bound(pod: Pod, request: Request, now_s: float) -> float:
+    """Seconds the request needs on `pod` at the least: the step in flight, then at least
+    one step, and at least the compute time of its own uncached prompt and of the prompt
+    tokens that admitted requests (which run first) still have to prefill."""
+    hw = pod.hw
+    in_flight = max((pod.step_end_s or now_s) - now_s, 0.0)
+    scheduled = {id(seq): new for seq, new in pod._chunks}
+    ahead = sum(
+        seq.target - seq.computed - scheduled.get(id(seq), 0)
+        for seq in pod.running
+        if seq.computed < seq.target
+    )
+    matched = pod.pool.match(request)[0] * hw.block_size
+    own = request.input_tokens - min(matched, request.input_tokens - 1)
+    return in_flight + max(hw.step_floor_ms, hw.ms_per_token * (own + ahead)) / 1000.0
 
 
 def lookahead_ttft(pod: Pod, request: Request, now_s: float, give_up_s: float) -> float:
@@ -58,13 +76,13 @@ class OraclePolicy(BasePolicy):
 
     def choose(self, request: RequestInfo, pods: Sequence[PodFeatures], now_s: float) -> int:
         full = self.requests[request.id]
-        order = sorted(
-            range(len(pods)),
-            key=lambda i: (pods[i].prefill_tokens_in_flight, pods[i].num_request_running),
-        )
+        bounds = [ttft_lower_bound(pod, full, now_s) for pod in self.pods]
+        order = sorted(range(len(pods)), key=lambda i: (bounds[i], i))
         best = float("inf")
         ttfts = [float("inf")] * len(pods)
         for index in order:
+            if bounds[index] > best + 1e-9:
+                break  # sorted: no later pod can do better
             self.lookaheads += 1
             ttft = lookahead_ttft(self.pods[index], full, now_s, best + 1e-9)
             ttfts[index] = ttft

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from poolsim.metrics import Percentiles, PolicyMetrics
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 INSTALL_HINT = (
     "--plots needs matplotlib: pip install 'latency-predictor[sim]' "
@@ -65,8 +69,22 @@ def write_plots(
     except ImportError:
         raise RuntimeError(INSTALL_HINT) from None
     folder.mkdir(parents=True, exist_ok=True)
-    cdf = folder / "ttft_cdf.png"
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    paths = [folder / "ttft_cdf.png", folder / "pod_share.png"]
+    for path, draw in zip(paths, (_ttft_cdf, _pod_share), strict=True):
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        draw(ax, ttfts, results, title)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+    return paths
+
+
+def _ttft_cdf(
+    ax: Axes,
+    ttfts: Mapping[str, Sequence[float]],
+    results: Mapping[str, PolicyMetrics],
+    title: str,
+) -> None:
     for name, values in ttfts.items():
         ordered = sorted(values)
         if ordered:
@@ -77,11 +95,14 @@ def write_plots(
     ax.set_title(f"TTFT CDF: {title}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(cdf, dpi=110)
-    plt.close(fig)
-    share = folder / "pod_share.png"
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+
+
+def _pod_share(
+    ax: Axes,
+    ttfts: Mapping[str, Sequence[float]],
+    results: Mapping[str, PolicyMetrics],
+    title: str,
+) -> None:
     width = 0.8 / max(len(results), 1)
     for offset, (name, m) in enumerate(results.items()):
         xs = [pod + offset * width for pod in range(len(m["pod_share"]))]
@@ -90,7 +111,3 @@ def write_plots(
     ax.set_ylabel("share of requests")
     ax.set_title(f"Requests per pod: {title}")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(share, dpi=110)
-    plt.close(fig)
-    return [cdf, share]

@@ -7,23 +7,38 @@ from pathlib import Path
 
 import pytest
 
-from poolsim import calibrate
+from poolsim import calibrate, reconstruct
 from poolsim.hardware import B200, H200, hardware
 
-OUTPUTS = calibrate.OutputModel(median=100, sigma=0.5)
+OUTPUTS = reconstruct.OutputModel(median=100, sigma=0.5)
 
 
-def row(waiting: int, running: int, pending: int, kv: float, prompt: int, *,
-        ttft: float = 0.0, tpot: float = 0.0) -> dict[str, float]:
-    return {"kv_cache_percentage": kv, "input_token_length": prompt,
-            "num_request_waiting": waiting, "num_request_running": running,
-            "prefill_tokens_in_flight": pending, "decode_tokens_in_flight": 0,
-            "prefix_cache_score": 0.0, "num_tokens_generated": 0,
-            "actual_ttft_ms": ttft, "actual_tpot_ms": tpot}
+def row(
+    waiting: int,
+    running: int,
+    pending: int,
+    kv: float,
+    prompt: int,
+    *,
+    ttft: float = 0.0,
+    tpot: float = 0.0,
+) -> dict[str, float]:
+    return {
+        "kv_cache_percentage": kv,
+        "input_token_length": prompt,
+        "num_request_waiting": waiting,
+        "num_request_running": running,
+        "prefill_tokens_in_flight": pending,
+        "decode_tokens_in_flight": 0,
+        "prefix_cache_score": 0.0,
+        "num_tokens_generated": 0,
+        "actual_ttft_ms": ttft,
+        "actual_tpot_ms": tpot,
+    }
 
 
 def ttft(r: dict[str, float]) -> float:
-    value = calibrate.simulate_row(r, H200, [500], OUTPUTS, seed=1)
+    value = reconstruct.simulate_row(r, H200, [500], OUTPUTS, seed=1)
     assert value is not None
     return value
 
@@ -42,9 +57,8 @@ def test_ttft_grows_with_the_queue_ahead_and_the_prompt() -> None:
 
 
 def test_tpot_rows_measure_the_mean_inter_token_time() -> None:
-    light = calibrate.simulate_row(row(0, 2, 0, 0.01, 100, tpot=1.0), H200, [500], OUTPUTS, 2)
-    busy = calibrate.simulate_row(row(20, 60, 60_000, 0.5, 100, tpot=1.0), H200, [3000],
-                                  OUTPUTS, 2)
+    light = reconstruct.simulate_row(row(0, 2, 0, 0.01, 100, tpot=1.0), H200, [500], OUTPUTS, 2)
+    busy = reconstruct.simulate_row(row(20, 60, 60_000, 0.5, 100, tpot=1.0), H200, [3000], OUTPUTS, 2)
     assert light is not None and busy is not None
     assert light == pytest.approx(H200.step_floor_ms, rel=0.1)  # decode-only steps
     assert busy > 1.5 * light  # prefill chunks of the queue share its steps
@@ -52,7 +66,8 @@ def test_tpot_rows_measure_the_mean_inter_token_time() -> None:
 
 def test_compare_reports_medians_per_band(tmp_path: Path) -> None:
     rows = [row(0, 1, 0, 0.0, 100 + i, ttft=60.0 + i) for i in range(12)] + [
-        row(0, 1, 0, 0.0, 3000, tpot=20.0)]
+        row(0, 1, 0, 0.0, 3000, tpot=20.0)
+    ]
     fits = calibrate.compare("sharegpt-h200", rows, H200)
     by_key = {(f.target, f.band): f for f in fits}
     assert by_key[("ttft", "all")].rows == 12
@@ -61,7 +76,7 @@ def test_compare_reports_medians_per_band(tmp_path: Path) -> None:
     assert "| sharegpt-h200 | ttft | all | 12 |" in calibrate.table(fits)
     path = tmp_path / "t.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert calibrate.load_rows("t", tmp_path) == rows
+    assert reconstruct.load_rows("t", tmp_path) == rows
 
 
 def test_step_time_is_a_roofline() -> None:
