@@ -33,10 +33,10 @@ import orjson
 
 from benchmarks.bench_predict import pin, request_bytes, rss_mb
 from benchmarks.traces import all_trace_rows, prediction_rows, resample
+from latency_cli.processes import ServerProcess, free_port
 from shared.decoding import decode_prediction_rows
 from shared.predictor import load_bundle
 from shared.targets import TARGETS
-from tests.live import LiveServer, free_port
 
 CONNECTIONS = 32
 PROCESSING_VERSION = re.compile(rb'"model_version":"([^"]+)"}$')
@@ -136,8 +136,8 @@ def main() -> None:
                "LATENCY_MODEL_DIR": str(workdir / "models"), "LATENCY_WORKERS": "1",
                "LATENCY_RETRAINING_INTERVAL_SEC": "10", "MODEL_SYNC_INTERVAL_SEC": "1",
                "LATENCY_KEEP_MODEL_VERSIONS": "50"}
-        trainer = LiveServer("training_server", free_port(), env, workdir / "training.log")
-        predictor = LiveServer("prediction_server", free_port(), env, workdir / "prediction.log")
+        trainer = ServerProcess("training_server", free_port(), env, workdir / "training.log")
+        predictor = ServerProcess("prediction_server", free_port(), env, workdir / "prediction.log")
         try:
             trainer.start()
             predictor.start()

@@ -38,7 +38,7 @@ POLICIES = "random,round-robin,least-requests,heuristic,oracle"
 
 
 def say(text: str) -> None:
-    print(text, flush=True)  # noqa: T201 (benchmark output)
+    print(text, flush=True)
 
 
 CAPACITY_CASES = (  # workload, pods' worth of groups, rate multiple, what it stands for
@@ -77,7 +77,7 @@ def _run(workload: str, seed: int, args: argparse.Namespace, out: Path) -> subpr
     command = [
         sys.executable,
         "-m",
-        "shared.cli",
+        "latency_cli",
         "simulate",
         "--workload",
         workload,

@@ -33,6 +33,7 @@ import numpy as np
 import orjson
 
 from benchmarks.traces import all_trace_rows, prediction_rows, resample
+from latency_cli.processes import ServerProcess, free_port
 from shared.backends import backend_for
 from shared.features import build_matrix, columns_from_dicts
 from shared.predictor import LoadedBundle, load_current_bundle
@@ -40,11 +41,10 @@ from shared.schemas import PredictionRequest, TrainingEntry
 from shared.settings import TrainingSettings
 from shared.targets import TARGETS
 from shared.tree_eval import EVALUATOR
-from tests.live import LiveServer, free_port
 from training_server.db import make_engine
 from training_server.metrics import TrainingMetrics
 from training_server.migrate import upgrade
-from training_server.retrainer import Retrainer
+from training_server.retrainer import Retrainer, trainer_slot
 from training_server.store import SampleStore
 
 PROCESSING = re.compile(rb'"processing_time_ms":([0-9.eE+-]+)')
@@ -63,7 +63,7 @@ def train_bundle(model_dir: Path, workdir: Path) -> LoadedBundle:
     store.add_samples([TrainingEntry.model_validate(r)
                        for r in resample(all_trace_rows(), 20_000, seed=3)])
     settings = TrainingSettings(db_url=url, model_dir=model_dir)
-    Retrainer(settings, store, TrainingMetrics(), on_publish=lambda b: None).run_once()
+    Retrainer(settings, store, TrainingMetrics(), trainer_slot(settings)).run_once()
     engine.dispose()
     bundle = load_current_bundle(model_dir)
     assert bundle is not None and all(bundle.has_model(t) for t in TARGETS)
@@ -146,7 +146,7 @@ def metrics_call() -> float:
     """Seconds per call of what the server's Prometheus metrics add to a strict call."""
     from prometheus_client import CollectorRegistry
 
-    from shared.predict_metrics import PredictMetrics
+    from shared.web.predict_metrics import PredictMetrics
 
     metrics = PredictMetrics(CollectorRegistry())
     return time_per_call(lambda: metrics.observe("strict", 0.0004, 100))
@@ -212,7 +212,7 @@ def main() -> None:
         workdir = Path(tmp)
         bundle = train_bundle(workdir / "models", workdir)
         env = {"LATENCY_MODEL_DIR": str(workdir / "models"), "LATENCY_WORKERS": "1"}
-        server = LiveServer("prediction_server", free_port(), env, workdir / "server.log")
+        server = ServerProcess("prediction_server", free_port(), env, workdir / "server.log")
         server.start()
         try:
             pin(server.proc.pid, server_cpu)

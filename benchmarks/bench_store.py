@@ -24,10 +24,10 @@ import httpx
 from sqlalchemy import create_engine, text
 
 from benchmarks.traces import all_trace_rows, prediction_rows, resample
+from latency_cli.processes import ServerProcess, free_port
+from latency_cli.synthetic import publish_trained_bundle
 from shared.schemas import TrainingEntry
 from shared.targets import Target
-from tests.conftest import publish_trained_bundle
-from tests.live import LiveServer, free_port
 from training_server.db import make_engine
 from training_server.migrate import upgrade
 from training_server.store import SampleStore
@@ -80,7 +80,7 @@ def bench_ingest(label: str, db_url: str, workdir: Path, n_batches: int) -> None
     rows = all_trace_rows()
     env = {"LATENCY_DB_URL": db_url, "LATENCY_MODEL_DIR": str(workdir / f"models-{label}"),
            "LATENCY_RETRAINING_INTERVAL_SEC": "3600"}  # ingestion only, no retrain
-    server = LiveServer("training_server", free_port(), env, workdir / f"train-{label}.log")
+    server = ServerProcess("training_server", free_port(), env, workdir / f"train-{label}.log")
     server.start()
     try:
         assert server.proc is not None
@@ -115,7 +115,7 @@ def bench_window(label: str, db_url: str, n: int) -> None:
 
 def bench_prediction_rss(workdir: Path, model_dir: Path, calls: int) -> None:
     env = {"LATENCY_MODEL_DIR": str(model_dir), "LATENCY_WORKERS": "1"}
-    server = LiveServer("prediction_server", free_port(), env, workdir / "pred.log").start()
+    server = ServerProcess("prediction_server", free_port(), env, workdir / "pred.log").start()
     try:
         assert server.proc is not None
         idle = rss_mb(server.proc.pid)

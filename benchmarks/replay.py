@@ -58,6 +58,7 @@ from benchmarks.replay_metrics import (
     summarize_online,
 )
 from benchmarks.traces import TRACE_DIR, load_trace, prediction_rows
+from latency_cli.processes import ServerProcess, free_port
 from shared.backends import backend_for
 from shared.features import columns_from_dicts, feature_names
 from shared.prior import PRIOR_VERSION
@@ -65,7 +66,6 @@ from shared.schemas import PredictionRequest, TrainingEntry
 from shared.settings import Calibration, ModelType, ObjectiveType, TrainingSettings
 from shared.target_space import space_for
 from shared.targets import TARGETS, Target
-from tests.live import LiveServer, free_port
 from training_server.training import fit_params, fit_target, served_ms
 
 DEFAULT_TRACES = ("sharegpt-h200", "chatbot-synthetic-h200")
@@ -288,8 +288,8 @@ def run_online(name: str, rows: list[dict[str, Any]], args: argparse.Namespace,
     with tempfile.TemporaryDirectory(prefix="replay-") as tmp:
         workdir = Path(tmp)
         env = server_env(workdir, args)
-        trainer = LiveServer("training_server", free_port(), env, workdir / "training.log")
-        predictor = LiveServer("prediction_server", free_port(), env, workdir / "prediction.log")
+        trainer = ServerProcess("training_server", free_port(), env, workdir / "training.log")
+        predictor = ServerProcess("prediction_server", free_port(), env, workdir / "prediction.log")
         try:
             trainer.start()
             predictor.start()

@@ -31,7 +31,7 @@ import orjson
 
 from benchmarks.bench_predict import pin, rss_mb
 from benchmarks.traces import all_trace_rows, prediction_rows, resample
-from tests.live import LiveServer, free_port
+from latency_cli.processes import ServerProcess, free_port
 
 ACCEPTED = re.compile(r"Accepted (\d+) training samples")
 SEED_ROWS = 25_000
@@ -107,9 +107,9 @@ def main() -> None:
                # A full-size window from the first retrain on: RSS growth then shows leaks,
                # not the window filling up.
                "LATENCY_MAX_TRAINING_WINDOW": str(SEED_ROWS - 5_000)}
-        trainer = LiveServer("training_server", free_port(), env, workdir / "training.log")
+        trainer = ServerProcess("training_server", free_port(), env, workdir / "training.log")
         port = free_port()
-        predictors = [LiveServer("prediction_server", port, env, workdir / "prediction.log")]
+        predictors = [ServerProcess("prediction_server", port, env, workdir / "prediction.log")]
         try:
             trainer.start()
             predictors[0].start()
@@ -130,7 +130,7 @@ def main() -> None:
                 await asyncio.sleep(args.seconds / 2)
                 t0 = time.perf_counter()
                 await asyncio.to_thread(predictors[0].stop)
-                fresh = LiveServer("prediction_server", port, env, workdir / "prediction2.log")
+                fresh = ServerProcess("prediction_server", port, env, workdir / "prediction2.log")
                 await asyncio.to_thread(fresh.start)
                 pin(fresh.proc.pid, cpus[:1])
                 predictors.append(fresh)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from prediction_server.app import create_app
-from shared.server import serve
 from shared.settings import PredictionSettings
+from shared.web.server import serve
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -289,3 +289,11 @@ BACKENDS: dict[ModelType, Backend] = {
 
 def backend_for(model_type: ModelType | str) -> Backend:
     return BACKENDS[ModelType(model_type)]
+
+
+def library_versions() -> dict[str, str]:
+    """The libraries' versions, recorded in every manifest a trainer writes."""
+    import lightgbm as lgb
+    import xgboost as xgb
+
+    return {"xgboost": xgb.__version__, "lightgbm": lgb.__version__}

@@ -151,3 +151,19 @@ class FlushRequest(_Request):
     flush_test_data: StrictBool = True
     flush_metrics: StrictBool = True
     reason: str | None = None
+
+
+class PredictionServerReport(BaseModel):
+    """What a prediction server (each worker) tells the training server every model-sync
+    interval (POST /prediction_servers/report): sent by prediction_server.fleet_report,
+    validated by training_server.routes.fleet."""
+
+    model_config = ConfigDict(extra="ignore")  # newer servers may say more
+
+    id: str = Field(min_length=1, max_length=200, description="hostname/pid of the worker")
+    model_version: str = Field(min_length=1, max_length=64)
+    loaded_at: datetime | None = Field(None, description="when it swapped that version in")
+    is_ready: StrictBool
+    interval_s: float | None = Field(
+        None, gt=0.0, le=86_400.0, description="how often it reports; sets when it is stale"
+    )

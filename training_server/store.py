@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Engine, and_, delete, func, insert, select
+from sqlalchemy import Connection, Engine, and_, delete, func, insert, select, text
 
 from shared.features import NUMERIC_FIELDS, Columns, pod_type_code
 from shared.schemas import TrainingEntry
@@ -90,6 +90,9 @@ class SampleStore:
         self.engine = engine
         self.test_ratio = test_ratio
         self._rng = rng or random.Random()
+        # The counts of the last call that reached the database: what /metrics reports
+        # while the database does not answer.
+        self.last_counts = empty_counts()
 
     # ingestion -------------------------------------------------------------------------
     def add_samples(self, entries: Sequence[TrainingEntry]) -> int:
@@ -112,10 +115,16 @@ class SampleStore:
         return len(rows)
 
     # reads ------------------------------------------------------------------------------
+    def ping(self) -> None:
+        """Raise (SQLAlchemyError) unless the database answers."""
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+
     def counts(self) -> dict[str, dict[str, int]]:
         """{"training_data"|"test_data": {"ttft_samples", "tpot_samples", "total_samples"}}."""
         with self.engine.connect() as conn:
-            return _counts(conn)
+            self.last_counts = _counts(conn)
+        return self.last_counts
 
     def max_sample_id(self) -> int:
         with self.engine.connect() as conn:

@@ -13,15 +13,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.synthetic import prediction_row
+from latency_cli.processes import ServerProcess, free_port
+from latency_cli.synthetic import prediction_row
 from tests.e2e.test_cli_status import cli, server_env, started, train
-from tests.live import LiveServer, free_port
 
 ROW = prediction_row(input_token_length=1200, num_request_waiting=2, num_request_running=9)
 
 
 @pytest.fixture(scope="module")
-def trainer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, str]]:
+def trainer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, str]]:
     folder = tmp_path_factory.mktemp("bundle-trainer")
     server = started("training_server", server_env(folder), folder / "training.log")
     try:

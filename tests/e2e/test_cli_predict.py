@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from shared.synthetic import prediction_row
+from latency_cli.processes import ServerProcess, free_port
+from latency_cli.synthetic import prediction_row
 from tests.e2e.test_cli_status import cli, trained_cluster
-from tests.live import LiveServer, free_port
 
 ROW = prediction_row(input_token_length=900, num_request_waiting=1, num_request_running=12,
                      prefix_cache_score=0.25, pod_type="prefill", prefill_tokens_in_flight=300)
@@ -26,7 +26,7 @@ COMPARED = ("ttft_ms", "tpot_ms", "model_version", "quantile", "model_type", "ob
 @pytest.fixture(scope="module")
 def cluster(
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[LiveServer, LiveServer, str]]:
+) -> Iterator[tuple[ServerProcess, ServerProcess, str]]:
     with trained_cluster(tmp_path_factory.mktemp("predict")) as servers:
         yield servers
 

@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 
 import httpx
 
-from shared.synthetic import prediction_row, synthetic_rows
-from tests.live import LiveServer, free_port
+from latency_cli.processes import ServerProcess, free_port
+from latency_cli.synthetic import prediction_row, synthetic_rows
 
 T = TypeVar("T")
 
@@ -32,7 +32,7 @@ def trainer_env(tmp_path: Path) -> dict[str, str]:
             "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50", "LATENCY_RETRAINING_INTERVAL_SEC": "3600"}
 
 
-def retrain(trainer: LiveServer, seed: int) -> str:
+def retrain(trainer: ServerProcess, seed: int) -> str:
     rows = {"entries": synthetic_rows(300, seed=seed)}
     response = httpx.post(f"{trainer.url}/add_training_data_bulk", json=rows, timeout=30)
     assert response.status_code == 202, response.text
@@ -40,15 +40,15 @@ def retrain(trainer: LiveServer, seed: int) -> str:
     return httpx.get(f"{trainer.url}/data/status", timeout=10).json()["model_version"]
 
 
-def listed_on(trainer: LiveServer, version: str) -> dict[str, Any] | None:
+def listed_on(trainer: ServerProcess, version: str) -> dict[str, Any] | None:
     servers = httpx.get(f"{trainer.url}/prediction_servers", timeout=5).json()["servers"]
     return next((s for s in servers if s["model_version"] == version), None)
 
 
 def test_the_trainer_lists_each_prediction_server_with_its_version(tmp_path: Path) -> None:
     env = trainer_env(tmp_path)
-    trainer = LiveServer("training_server", free_port(), env, tmp_path / "t.log").start()
-    predictor = LiveServer("prediction_server", free_port(), {
+    trainer = ServerProcess("training_server", free_port(), env, tmp_path / "t.log").start()
+    predictor = ServerProcess("prediction_server", free_port(), {
         **env, "TRAINING_SERVER_URL": trainer.url, "MODEL_SYNC_INTERVAL_SEC": "1",
         "LATENCY_WORKERS": "1",  # one process: one report id, this server's /status pid
     }, tmp_path / "p.log")
@@ -74,7 +74,7 @@ def test_the_trainer_lists_each_prediction_server_with_its_version(tmp_path: Pat
 
 
 def test_reports_to_an_absent_trainer_cost_serving_nothing(tmp_path: Path) -> None:
-    predictor = LiveServer("prediction_server", free_port(), {
+    predictor = ServerProcess("prediction_server", free_port(), {
         "LATENCY_MODEL_DIR": str(tmp_path / "models"), "LATENCY_WORKERS": "1",
         "TRAINING_SERVER_URL": f"http://127.0.0.1:{free_port()}",  # nothing listens there
         "MODEL_SYNC_INTERVAL_SEC": "0.2",

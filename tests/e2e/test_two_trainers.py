@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
+from latency_cli.processes import ServerProcess, free_port
+from latency_cli.synthetic import synthetic_rows
 from shared.artifact import read_current_version
-from shared.synthetic import synthetic_rows
-from tests.live import LiveServer, free_port
 
 pytestmark = pytest.mark.postgres
 
@@ -24,7 +24,7 @@ TAKEOVER_BOUND_S = 15.0
 
 
 @pytest.fixture
-def trainers(tmp_path: Path, postgres_url: str) -> Iterator[list[LiveServer]]:
+def trainers(tmp_path: Path, postgres_url: str) -> Iterator[list[ServerProcess]]:
     env = {
         "LATENCY_DB_URL": postgres_url,
         "LATENCY_MODEL_DIR": str(tmp_path / "models"),
@@ -35,7 +35,7 @@ def trainers(tmp_path: Path, postgres_url: str) -> Iterator[list[LiveServer]]:
         "LATENCY_MAX_TRAINING_DATA_SIZE_PER_BUCKET": "10000000",
         "LATENCY_MAX_TEST_DATA_SIZE": "10000000",
     }
-    servers = [LiveServer("training_server", free_port(), env, tmp_path / f"trainer-{i}.log")
+    servers = [ServerProcess("training_server", free_port(), env, tmp_path / f"trainer-{i}.log")
                for i in range(2)]
     try:
         for server in servers:  # one after the other: the first start-up runs the migrations
@@ -46,18 +46,18 @@ def trainers(tmp_path: Path, postgres_url: str) -> Iterator[list[LiveServer]]:
             server.stop()
 
 
-def status(server: LiveServer) -> dict[str, Any]:
+def status(server: ServerProcess) -> dict[str, Any]:
     reply = httpx.get(f"{server.url}/data/status", timeout=5)
     assert reply.status_code == 200, reply.text
     return reply.json()
 
 
-def ok_retrains(server: LiveServer) -> list[dict[str, Any]]:
+def ok_retrains(server: ServerProcess) -> list[dict[str, Any]]:
     rows = httpx.get(f"{server.url}/retrains", params={"limit": 1000}, timeout=5).json()
     return [r for r in rows["retrains"] if r["status"] == "ok"]
 
 
-def ingest(server: LiveServer, rows: list[dict[str, Any]]) -> int:
+def ingest(server: ServerProcess, rows: list[dict[str, Any]]) -> int:
     accepted = 0
     for i in range(0, len(rows), BATCH):
         reply = httpx.post(f"{server.url}/add_training_data_bulk",
@@ -78,7 +78,7 @@ def wait_until(predicate: Any, timeout: float, what: str) -> float:
 
 
 def test_one_leader_retrains_and_the_other_takes_over_after_sigkill(
-    trainers: list[LiveServer], tmp_path: Path
+    trainers: list[ServerProcess], tmp_path: Path
 ) -> None:
     model_dir = tmp_path / "models"
     wait_until(lambda: sum(status(s)["trainer"]["is_leader"] for s in trainers) == 1, 10,

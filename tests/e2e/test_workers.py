@@ -7,8 +7,8 @@ from pathlib import Path
 
 import httpx
 
+from latency_cli.processes import ServerProcess, free_port
 from tests.conftest import publish_trained_bundle
-from tests.live import LiveServer, free_port
 
 
 def children(pid: int) -> list[int]:
@@ -30,7 +30,7 @@ def test_each_worker_serves_the_newly_published_bundle(tmp_path: Path) -> None:
     first = publish_trained_bundle(models, seed=1, version="20260101T000000.000000Z")
     env = {"LATENCY_MODEL_DIR": str(models), "MODEL_SYNC_INTERVAL_SEC": "0.2",
            "LATENCY_WORKERS": "2"}
-    server = LiveServer("prediction_server", free_port(), env, tmp_path / "pred.log").start()
+    server = ServerProcess("prediction_server", free_port(), env, tmp_path / "pred.log").start()
     try:
         assert server.proc is not None
         python_children = [c for c in children(server.proc.pid)

@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 import httpx
 
-from shared.synthetic import synthetic_rows
-from tests.live import LiveServer, free_port
+from latency_cli.processes import ServerProcess, free_port
+from latency_cli.synthetic import synthetic_rows
 
 T = TypeVar("T")
 
@@ -35,8 +35,8 @@ def trainer_env(tmp_path: Path, db_url: str, **extra: str) -> dict[str, str]:
     return env
 
 
-def new_trainer(tmp_path: Path, env: dict[str, str]) -> LiveServer:
-    return LiveServer("training_server", free_port(), env, tmp_path / "training.log")
+def new_trainer(tmp_path: Path, env: dict[str, str]) -> ServerProcess:
+    return ServerProcess("training_server", free_port(), env, tmp_path / "training.log")
 
 
 def wait_until(probe: Callable[[], T], what: str, timeout: float = 20.0,
@@ -69,7 +69,7 @@ def data_status(url: str) -> dict[str, Any]:
     return reply.json()
 
 
-def answer(server: LiveServer, rows: list[dict[str, Any]]
+def answer(server: ServerProcess, rows: list[dict[str, Any]]
            ) -> tuple[str, list[tuple[float, float]]]:
     """One strict call: the one version that answered, and every row's (ttft, tpot)."""
     reply = httpx.post(f"{server.url}/predict/bulk/strict", json={"requests": rows}, timeout=10)
@@ -92,7 +92,7 @@ def metric(url: str, series: str) -> float | None:
     return None
 
 
-def first_bundle(trainer: LiveServer, rows: int = 300, seed: int = 1) -> str:
+def first_bundle(trainer: ServerProcess, rows: int = 300, seed: int = 1) -> str:
     """Ingest enough rows for trees and wait until the first retrain is published and
     recorded (its retrains row written: the retrain is over)."""
     assert ingest(trainer.url, marked_rows(0, rows, seed)).status_code == 202

@@ -23,10 +23,10 @@ from typing import Any
 import httpx
 import pytest
 
+from latency_cli.processes import ServerProcess, free_port
 from shared.artifact import MANIFEST, bundle_dir_for, publish_pointer
 from tests.conftest import publish_trained_bundle
 from tests.faults.helpers import answer, metric, wait_until
-from tests.live import LiveServer, free_port
 from tests.prediction_server.helpers import epp_rows
 
 SERVED = "20260101T000000.000000Z"  # trained on seed 1
@@ -127,7 +127,7 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory,
-           library: Library) -> Iterator[tuple[LiveServer, Path]]:
+           library: Library) -> Iterator[tuple[ServerProcess, Path]]:
     """One prediction server for the module, started on a good bundle."""
     root = tmp_path_factory.mktemp("bad-bundles")
     model_dir = root / "models"
@@ -135,7 +135,7 @@ def served(tmp_path_factory: pytest.TempPathFactory,
     publish_pointer(model_dir, SERVED)
     env = {"LATENCY_MODEL_DIR": str(model_dir), "MODEL_SYNC_INTERVAL_SEC": str(SYNC_SEC),
            "LATENCY_WORKERS": "1"}  # one process: /status and /metrics speak for the server
-    server = LiveServer("prediction_server", free_port(), env, root / "prediction.log")
+    server = ServerProcess("prediction_server", free_port(), env, root / "prediction.log")
     try:
         server.start()
         yield server, model_dir
@@ -144,7 +144,7 @@ def served(tmp_path_factory: pytest.TempPathFactory,
 
 
 
-def status(server: LiveServer) -> dict[str, Any]:
+def status(server: ServerProcess) -> dict[str, Any]:
     reply = httpx.get(f"{server.url}/status", timeout=10)
     assert reply.status_code == 200
     return reply.json()
@@ -152,7 +152,7 @@ def status(server: LiveServer) -> dict[str, Any]:
 
 @pytest.mark.parametrize("kind", list(BREAKERS))
 def test_broken_bundle_is_refused_once_and_the_last_good_keeps_serving(
-    served: tuple[LiveServer, Path], library: Library, kind: str
+    served: tuple[ServerProcess, Path], library: Library, kind: str
 ) -> None:
     server, model_dir = served
     breaker, reason = BREAKERS[kind]
@@ -186,7 +186,7 @@ def test_broken_bundle_is_refused_once_and_the_last_good_keeps_serving(
 
 
 def test_pointer_outside_the_versions_folder_or_to_nothing_is_refused(
-    served: tuple[LiveServer, Path]
+    served: tuple[ServerProcess, Path]
 ) -> None:
     server, model_dir = served
     good_version, good_answer = answer(server, ROWS)
@@ -209,7 +209,7 @@ def test_server_starts_on_an_unreadable_bundle_and_serves_the_prior(
     publish_pointer(model_dir, bad)
     env = {"LATENCY_MODEL_DIR": str(model_dir), "MODEL_SYNC_INTERVAL_SEC": str(SYNC_SEC),
            "LATENCY_WORKERS": "1"}
-    server = LiveServer("prediction_server", free_port(), env, tmp_path / "prediction.log")
+    server = ServerProcess("prediction_server", free_port(), env, tmp_path / "prediction.log")
     try:
         server.start(ready_timeout=20)
         version, _ = answer(server, ROWS)

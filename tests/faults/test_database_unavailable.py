@@ -21,11 +21,13 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 from sqlalchemy.exc import OperationalError
 
+from latency_cli.processes import ServerProcess
 from shared.artifact import read_current_version
 from shared.predictor import load_current_bundle
 from shared.schemas import TrainingEntry
@@ -41,7 +43,6 @@ from tests.faults.helpers import (
     wait_until,
 )
 from tests.faults.tcp_cut import TcpCut
-from tests.live import LiveServer
 from training_server.db import SQLITE_BUSY_TIMEOUT_SEC, make_engine, sqlite_busy_timeout
 from training_server.migrate import upgrade
 from training_server.store import SampleStore
@@ -50,11 +51,19 @@ INTERVAL = 1.0  # retrain interval of the PostgreSQL trainer (s)
 SQLITE_INTERVAL = 1.5  # SQLite: room to ingest and take the lock between two retrains
 
 
+def server_address(url: str) -> tuple[str, int]:
+    """Host and port of the PostgreSQL server the suite uses (5432, or its own server's)."""
+    parts = urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None, url
+    return parts.hostname, parts.port
+
+
 def forwarded(url: str, port: int) -> str:
-    return url.replace("@127.0.0.1:5432/", f"@127.0.0.1:{port}/", 1)
+    host, real = server_address(url)
+    return url.replace(f"@{host}:{real}/", f"@127.0.0.1:{port}/", 1)
 
 
-def assert_retrains_again(trainer: LiveServer, model_dir: Path, after: str) -> str:
+def assert_retrains_again(trainer: ServerProcess, model_dir: Path, after: str) -> str:
     """Fresh rows are taken (202) and a retrain publishes a new version by itself."""
     reply = ingest(trainer.url, marked_rows(50_000_000, 200, seed=11))
     assert reply.status_code == 202, reply.text
@@ -172,7 +181,7 @@ def test_postgres_cut_answers_503_and_recovers_without_a_restart(
 ) -> None:
     assert postgres_url.startswith(PG_URL)
     model_dir = tmp_path / "models"
-    tcp = TcpCut(("127.0.0.1", 5432)).start()
+    tcp = TcpCut(server_address(postgres_url)).start()
     trainer = new_trainer(tmp_path, trainer_env(tmp_path, forwarded(postgres_url, tcp.port)))
     try:
         trainer.start()
@@ -214,7 +223,7 @@ def test_postgres_cut_answers_503_and_recovers_without_a_restart(
 def test_status_and_metrics_answer_while_postgres_is_gone(
     postgres_url: str, tmp_path: Path
 ) -> None:
-    tcp = TcpCut(("127.0.0.1", 5432)).start()
+    tcp = TcpCut(server_address(postgres_url)).start()
     trainer = new_trainer(tmp_path, trainer_env(tmp_path, forwarded(postgres_url, tcp.port)))
     try:
         trainer.start()

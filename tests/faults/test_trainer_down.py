@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 
+from latency_cli.processes import ServerProcess, free_port
 from tests.faults.helpers import (
     answer,
     data_status,
@@ -20,7 +21,6 @@ from tests.faults.helpers import (
     trainer_env,
     wait_until,
 )
-from tests.live import LiveServer, free_port
 from tests.prediction_server.helpers import epp_rows
 
 SYNC_SEC = 0.2
@@ -33,7 +33,7 @@ SYNC_ERRORS = "latency_model_sync_errors_total"
 def test_predictions_go_on_while_the_trainer_is_down_and_sync_resumes(tmp_path: Path) -> None:
     trainer = new_trainer(tmp_path, trainer_env(tmp_path, f"sqlite:///{tmp_path / 'store.db'}"))
     mirror_dir = tmp_path / "mirror"  # the prediction server's own folder: nothing shared
-    predictor = LiveServer("prediction_server", free_port(), {
+    predictor = ServerProcess("prediction_server", free_port(), {
         "LATENCY_MODEL_DIR": str(mirror_dir),
         "LATENCY_SYNC_FROM_TRAINER": "1",
         "TRAINING_SERVER_URL": trainer.url,

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from latency_cli.synthetic import prediction_row, synthetic_rows
 from prediction_server.app import create_app as create_prediction_app
 from shared.schemas import COUNT_MAX
 from shared.settings import PredictionSettings
-from shared.synthetic import prediction_row, synthetic_rows
 from shared.target_space import MAX_MS
 from tests.conftest import publish_trained_bundle, training_settings
 from training_server.app import create_app as create_training_app
@@ -54,7 +54,7 @@ def with_literal(row: dict[str, Any], field: str, literal: str) -> str:
     return json.dumps({**row, field: "@@"}).replace('"@@"', literal)
 
 
-# --- the predict routes (shared.predict_api), on both servers ------------------------------
+# --- the predict routes (prediction_server.routes.predict) ------------------------------
 
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
 @pytest.mark.parametrize("field", ["kv_cache_percentage", "input_token_length"])
@@ -165,8 +165,8 @@ def test_a_retrain_on_absurd_but_valid_actuals_succeeds(training: TestClient) ->
         row["predicted_ttft_ms"] = row["predicted_tpot_ms"] = 1.7e308
     assert training.post("/add_training_data_bulk", json={"entries": rows}).status_code == 202
     assert training.post("/retrain").json() == {"outcome": "ok", "last_error": None}
-    for answer in training.post("/predict/bulk/strict", json={"requests": [
-            prediction_row(), prediction_row(input_token_length=COUNT_MAX)]}).json()["predictions"]:
+    for row in (prediction_row(), prediction_row(input_token_length=COUNT_MAX)):
+        answer = training.post("/predict", json=row).json()  # the trainer's debugging route
         for key in ("ttft_ms", "tpot_ms"):
             assert math.isfinite(answer[key]) and 0 <= answer[key] <= MAX_MS * math.exp(5)
     retrain = training.get("/retrains").json()["retrains"][0]

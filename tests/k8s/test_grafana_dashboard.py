@@ -18,9 +18,9 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, Summary
 
 from prediction_server.metrics import PredictionMetrics
-from prediction_server.slot import ModelSlot
 from shared.predictor import prior_bundle
 from shared.settings import PredictionSettings
+from shared.slot import BundleSlot
 from training_server.metrics import TrainingMetrics
 
 DASHBOARD = (
@@ -67,7 +67,7 @@ def series_names(registry: CollectorRegistry) -> set[str]:
 def server_registries() -> tuple[CollectorRegistry, CollectorRegistry]:
     """The registries the training and prediction servers build at start-up (app.py)."""
     settings = PredictionSettings()
-    slot = ModelSlot(
+    slot = BundleSlot(
         prior_bundle(settings.model_type, settings.objective_type, settings.quantile_alpha)
     )
     return TrainingMetrics().registry, PredictionMetrics(slot).registry

@@ -58,7 +58,9 @@ def test_ttft_grows_with_the_queue_ahead_and_the_prompt() -> None:
 
 def test_tpot_rows_measure_the_mean_inter_token_time() -> None:
     light = reconstruct.simulate_row(row(0, 2, 0, 0.01, 100, tpot=1.0), H200, [500], OUTPUTS, 2)
-    busy = reconstruct.simulate_row(row(20, 60, 60_000, 0.5, 100, tpot=1.0), H200, [3000], OUTPUTS, 2)
+    busy = reconstruct.simulate_row(
+        row(20, 60, 60_000, 0.5, 100, tpot=1.0), H200, [3000], OUTPUTS, 2
+    )
     assert light is not None and busy is not None
     assert light == pytest.approx(H200.step_floor_ms, rel=0.1)  # decode-only steps
     assert busy > 1.5 * light  # prefill chunks of the queue share its steps

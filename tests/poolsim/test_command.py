@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def simulate(*args: str, prelude: str = "") -> subprocess.CompletedProcess[str]:
-    code = f"{prelude}from shared.cli import main; main({['simulate', *args]!r})"
+    code = f"{prelude}from latency_cli.main import main; main({['simulate', *args]!r})"
     return subprocess.run(
         [sys.executable, "-c", code],
         cwd=ROOT,

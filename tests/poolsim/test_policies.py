@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Awaitable, Sequence
 
 import pytest
 
@@ -32,7 +33,9 @@ def pod(running: int = 0, waiting: int = 0, kv: float = 0.0, prefix: float = 0.0
 
 def choices(name: str, pods: list[PodFeatures], times: int = 200, seed: int = 1) -> Counter[int]:
     policy = make_policy(name, seed)
-    return Counter(int(policy.choose(INFO, pods, 0.0)) for _ in range(times))  # type: ignore[call-overload]
+    picks = [policy.choose(INFO, pods, 0.0) for _ in range(times)]
+    assert all(isinstance(pick, int) for pick in picks)  # these policies answer at once
+    return Counter(pick for pick in picks if isinstance(pick, int))
 
 
 def test_round_robin_cycles() -> None:
@@ -142,17 +145,14 @@ def test_an_async_policy_is_awaited_and_told_every_completion() -> None:
             return 1
 
         def choose(
-            self,
-            request: RequestInfo,
-            pods: list[PodFeatures],  # type: ignore[override]
-            now_s: float,
-        ) -> object:
+            self, request: RequestInfo, pods: Sequence[PodFeatures], now_s: float
+        ) -> int | Awaitable[int]:
             return self._pick()
 
         async def _note(self, observation: Observation) -> None:
             self.seen.append(observation.completion.request.id)
 
-        def observe(self, observation: Observation) -> object:  # type: ignore[override]
+        def observe(self, observation: Observation) -> Awaitable[None] | None:
             return self._note(observation)
 
     policy = Remote()

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from latency_cli.synthetic import synthetic_rows
 from prediction_server.app import create_app
 from shared.settings import PredictionSettings
-from shared.synthetic import synthetic_rows
 
 
 @contextmanager

@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from latency_cli.synthetic import prediction_row
 from shared.artifact import Manifest
 from shared.decoding import decode_prediction_rows
 from shared.predictor import load_current_bundle
 from shared.settings import ModelType, ObjectiveType
-from shared.synthetic import prediction_row
 from shared.targets import Target
 from tests.conftest import publish_trained_bundle
 from tests.prediction_server.helpers import epp_rows, metric_value, running_app, strict

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from latency_cli.synthetic import synthetic_rows
 from shared.archive import METADATA, import_bundle, pack_bundle
 from shared.artifact import (
     MANIFEST,
@@ -23,7 +24,6 @@ from shared.artifact import (
 from shared.decoding import decode_prediction_rows
 from shared.predictor import load_current_bundle
 from shared.settings import ModelType, ObjectiveType
-from shared.synthetic import synthetic_rows
 from shared.targets import TARGETS
 from tests.conftest import publish_trained_bundle
 from tests.factories import make_tar

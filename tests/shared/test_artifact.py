@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import xgboost as xgb
 
+from latency_cli.synthetic import synthetic_rows
 from shared.artifact import (
     MANIFEST,
     BundleError,
@@ -26,7 +27,6 @@ from shared.decoding import decode_prediction_rows
 from shared.features import build_matrix
 from shared.predictor import load_bundle, load_current_bundle
 from shared.settings import ModelType, ObjectiveType
-from shared.synthetic import synthetic_rows
 from shared.target_space import space_for, to_ms
 from shared.targets import TARGETS
 from tests.conftest import publish_trained_bundle

@@ -10,6 +10,7 @@ from typing import Any
 import lightgbm as lgb
 import numpy as np
 
+from latency_cli.synthetic import synthetic_rows
 from shared.artifact import (
     CURRENT_POINTER,
     MANIFEST,
@@ -26,7 +27,6 @@ from shared.features import build_matrix
 from shared.predictor import load_bundle, load_current_bundle
 from shared.prior import prior_predict
 from shared.settings import ModelType, ObjectiveType
-from shared.synthetic import synthetic_rows
 from shared.target_space import to_ms
 from shared.targets import Target
 from tests.conftest import publish_trained_bundle

@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from latency_cli.synthetic import synthetic_rows
 from prediction_server.app import create_app
 from shared.artifact import Manifest, TargetManifest, new_version, write_bundle
 from shared.backends import FitParams, backend_for
@@ -42,12 +43,11 @@ from shared.features import (
 )
 from shared.live_calibration import MAX_LIVE_LOG_OFFSET
 from shared.predictor import LoadedBundle, load_current_bundle, prior_bundle
-from shared.responses import predictions_json
 from shared.schemas import COUNT_MAX
 from shared.settings import ModelType, ObjectiveType, PredictionSettings
-from shared.synthetic import synthetic_rows
 from shared.target_space import MAX_MS, TargetSpace, space_for, to_label, to_ms
 from shared.targets import TARGETS
+from shared.wire import predictions_json
 from tests.conftest import publish_trained_bundle
 from training_server.evaluation import evaluate
 

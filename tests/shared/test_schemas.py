@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from latency_cli.synthetic import prediction_row
 from shared.schemas import PredictionRequest, TrainingEntry
-from shared.synthetic import prediction_row
 
 REQUIRED_PREDICTION_FIELDS = (
     "kv_cache_percentage",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from shared.synthetic import synthetic_rows
+from latency_cli.synthetic import synthetic_rows
 from tests.training_server.conftest import OpenClient
 
 TOKEN = "s3cret-token"

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
+from latency_cli.synthetic import synthetic_rows
 from shared.backends import FitParams, XGBoostBackend
 from shared.features import columns_from_dicts
 from shared.settings import ObjectiveType
-from shared.synthetic import synthetic_rows
 from shared.target_space import TargetSpace
 from training_server.calibration import (
     MAX_ABS_LOG_OFFSET,

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
+from latency_cli.synthetic import synthetic_rows
 from shared.artifact import read_current_version
 from shared.predictor import LoadedBundle
 from shared.schemas import TrainingEntry
-from shared.synthetic import synthetic_rows
 from tests.conftest import PG_URL, training_settings
+from tests.slots import RecordingSlot
 from tests.training_server.conftest import OpenClient, ingest
 from training_server.db import make_engine
 from training_server.leadership import (
@@ -206,14 +207,14 @@ def test_make_leadership_by_dialect(tmp_path: Path) -> None:
 # the retrainer on top --------------------------------------------------------------------
 def replica(tmp_path: Path, store: SampleStore, url: str, model_dir: Path, name: str
             ) -> tuple[Retrainer, list[LoadedBundle], TrainingMetrics]:
-    published: list[LoadedBundle] = []
     metrics = TrainingMetrics()
     leadership: Leadership = make_leadership(store.engine)
     settings = training_settings(tmp_path, url, model_dir=model_dir)
-    retrainer = Retrainer(settings, store, metrics, published.append, leadership)
+    slot = RecordingSlot(settings)
+    retrainer = Retrainer(settings, store, metrics, slot, leadership)
     retrainer.trainer_id = name  # both replicas live in this one process
-    retrainer.resume(None)
-    return retrainer, published, metrics
+    retrainer.resume()
+    return retrainer, slot.history, metrics
 
 
 def add(store: SampleStore, n: int, seed: int) -> None:

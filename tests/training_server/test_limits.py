@@ -12,8 +12,8 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared.limits import RequestLimits
-from shared.synthetic import synthetic_rows
+from latency_cli.synthetic import synthetic_rows
+from shared.web.limits import RequestLimits
 from tests.training_server.conftest import OpenClient
 
 

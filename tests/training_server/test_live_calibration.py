@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from latency_cli.synthetic import synthetic_rows
 from shared.live_calibration import (
     MAX_LIVE_LOG_OFFSET,
     LiveCalibrationReader,
     read_live_calibration,
 )
-from shared.synthetic import synthetic_rows
 from shared.targets import Target
 from tests.training_server.conftest import OpenClient, ingest, train
 from training_server.live_calibrator import aci_step

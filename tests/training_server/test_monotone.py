@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from latency_cli.synthetic import prediction_row, synthetic_rows
 from shared.backends import BACKENDS, FitParams
 from shared.features import columns_from_dicts, feature_names, monotone_constraints
 from shared.settings import ModelType, ObjectiveType
-from shared.synthetic import prediction_row, synthetic_rows
 from shared.target_space import space_for
 from shared.targets import Target
 from training_server.calibration import split_oldest

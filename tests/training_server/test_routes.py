@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from shared.synthetic import prediction_row, synthetic_rows
+from latency_cli.synthetic import prediction_row, synthetic_rows
 from tests.training_server.conftest import OpenClient, ingest, train
 
 

@@ -5,20 +5,21 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi import APIRouter, HTTPException, Query, Response
 from fastapi.concurrency import run_in_threadpool
-from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from shared.auth import Access, require
 from shared.backends import backend_for
-from shared.json_body import JSONBodyRoute
-from shared.responses import rfc3339
+from shared.predictor import LoadedBundle
 from shared.schemas import FlushRequest
 from shared.targets import TARGETS
-from training_server.deps import MetricsDep, RetrainerDep, SettingsDep, StoreDep
+from shared.web.auth import Access, require
+from shared.web.json_body import JSONBodyRoute
+from shared.wire import rfc3339
+from training_server.deps import MetricsDep, PublishedBundle, RetrainerDep, SettingsDep, StoreDep
 from training_server.metrics import legacy_lines
-from training_server.store import empty_counts
+from training_server.retrainer import Retrainer
+from training_server.store import SampleStore
 
 # JSONBodyRoute: a bad JSON body (NaN, 1e999, not UTF-8) answers the contract's 422.
 router = APIRouter(route_class=JSONBodyRoute)
@@ -34,13 +35,13 @@ def _jsonable(row: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 @router.get("/", dependencies=require(Access.EPP))
-async def root(request: Request) -> dict[str, Any]:
+async def root(bundle: PublishedBundle) -> dict[str, Any]:
     return {
         "service": "latency-predictor training server",
         "description": "Stores completed-request samples, retrains quantile TTFT/TPOT models "
                        "and publishes them to the shared model directory.",
         "docs": "/docs",
-        "model_version": getattr(request.app.state.bundle, "version", None),
+        "model_version": bundle.version if bundle else None,
     }
 
 
@@ -52,25 +53,22 @@ async def healthz(retrainer: RetrainerDep) -> dict[str, Any]:
 
 
 @router.get("/readyz")
-async def readyz(request: Request, store: StoreDep) -> Any:
+async def readyz(store: StoreDep, bundle: PublishedBundle) -> Any:
     """Ready when the store answers: samples must be accepted before any model exists."""
-    def ping() -> None:
-        with store.engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
     try:
-        await run_in_threadpool(ping)
+        await run_in_threadpool(store.ping)
     except SQLAlchemyError as exc:
         raise HTTPException(503, f"store unavailable: {type(exc).__name__}") from exc
-    return {"status": "ready", "model_ready": request.app.state.bundle is not None}
+    return {"status": "ready", "model_ready": bundle is not None}
 
 
-def _status_payload(request: Request, counts: dict[str, Any], retrainer: Any) -> dict[str, Any]:
+def _status_payload(bundle: LoadedBundle | None, counts: dict[str, Any],
+                    retrainer: Retrainer) -> dict[str, Any]:
     state = retrainer.state
-    bundle = request.app.state.bundle
     return {
         **counts,
         "model_ready": bundle is not None,
-        "model_version": getattr(bundle, "version", None),
+        "model_version": bundle.version if bundle else None,
         "last_retrain": _jsonable(state.last_success),
         "last_retrain_attempt_at": rfc3339(state.last_attempt_at),
         "retrain_failures": {
@@ -83,7 +81,7 @@ def _status_payload(request: Request, counts: dict[str, Any], retrainer: Any) ->
     }
 
 
-async def store_counts(store: Any) -> dict[str, Any]:
+async def store_counts(store: SampleStore) -> dict[str, Any]:
     """The store's counts; 503 naming the failure when the store does not answer."""
     try:
         return await run_in_threadpool(store.counts)
@@ -92,8 +90,9 @@ async def store_counts(store: Any) -> dict[str, Any]:
 
 
 @router.get("/data/status", dependencies=require(Access.EPP))
-async def data_status(request: Request, store: StoreDep, retrainer: RetrainerDep) -> dict[str, Any]:
-    return _status_payload(request, await store_counts(store), retrainer)
+async def data_status(store: StoreDep, retrainer: RetrainerDep,
+                      bundle: PublishedBundle) -> dict[str, Any]:
+    return _status_payload(bundle, await store_counts(store), retrainer)
 
 
 @router.get("/retrains", dependencies=require(Access.DASHBOARD))
@@ -142,21 +141,18 @@ async def flush(
 
 @router.get("/metrics", dependencies=require(Access.EPP))
 async def metrics(
-    request: Request, settings: SettingsDep, store: StoreDep, retrainer: RetrainerDep,
-    m: MetricsDep,
+    settings: SettingsDep, store: StoreDep, retrainer: RetrainerDep, m: MetricsDep,
+    bundle: PublishedBundle,
 ) -> Response:
     try:
         counts = await run_in_threadpool(store.counts)
     except SQLAlchemyError:
         # Metrics must answer most when something is wrong: keep the last counts, and let
         # the failure show in the retrain and readiness series.
-        counts = getattr(request.app.state, "last_counts", None) or empty_counts()
-    else:
-        request.app.state.last_counts = counts
+        counts = store.last_counts
     for split, label in (("training_data", "train"), ("test_data", "test")):
         for target in TARGETS:
             m.store_samples.labels(label, target.value).set(counts[split][f"{target.value}_samples"])
-    bundle = request.app.state.bundle
     importances = {}
     if bundle is not None:
         backend = backend_for(bundle.model_type)

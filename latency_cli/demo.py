@@ -9,14 +9,13 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 
-from shared.synthetic import prediction_row, synthetic_row
+from latency_cli.processes import ServerExited, ServerProcess
+from latency_cli.synthetic import prediction_row, synthetic_row
 
 SHORT = prediction_row(input_token_length=100)
 LONG = prediction_row(input_token_length=8000, num_request_waiting=2)
@@ -24,28 +23,6 @@ LONG = prediction_row(input_token_length=8000, num_request_waiting=2)
 
 def _say(text: str) -> None:
     print(text, flush=True)  # noqa: T201 (the demo talks to a person)
-
-
-def _start(module: str, port: int, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:  # the child keeps its own descriptor
-        return subprocess.Popen(
-            [sys.executable, "-m", module, "--host", "127.0.0.1", "--port", str(port)],
-            env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT,
-        )
-
-
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"server behind {url} exited with {proc.returncode}; see var/*.log")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit(f"{url} did not become ready in {timeout:.0f}s")
 
 
 def run_demo(args: argparse.Namespace) -> None:
@@ -56,31 +33,27 @@ def run_demo(args: argparse.Namespace) -> None:
         "LATENCY_MODEL_DIR": str(var / "models"),
         "LATENCY_RETRAINING_INTERVAL_SEC": os.environ.get("LATENCY_RETRAINING_INTERVAL_SEC", "10"),
     }
-    train_url = f"http://127.0.0.1:{args.training_port}"
-    pred_url = f"http://127.0.0.1:{args.prediction_port}"
-    procs = [
-        _start("training_server", args.training_port, env, var / "training.log"),
-        _start("prediction_server", args.prediction_port, env, var / "prediction.log"),
+    servers = [
+        ServerProcess("training_server", args.training_port, env, var / "training.log"),
+        ServerProcess("prediction_server", args.prediction_port, env, var / "prediction.log"),
     ]
     try:
-        _wait_ready(train_url, procs[0])
-        _wait_ready(pred_url, procs[1])
+        for server in servers:
+            server.start()
+        train_url, pred_url = servers[0].url, servers[1].url
         _say(f"training server  {train_url}   (store {env['LATENCY_DB_URL']})")
         _say(f"prediction server {pred_url}   (models {env['LATENCY_MODEL_DIR']})")
         _say(f"feeding {args.rows_per_second} samples/s for {args.duration:.0f}s; Ctrl-C stops\n")
         _say(f"{'t(s)':>5} {'samples':>8} {'model version':>26} {'short TTFT':>11} "
              f"{'long TTFT':>10} {'TPOT':>7}")
         _load(train_url, pred_url, args.duration, args.rows_per_second)
+    except (ServerExited, TimeoutError) as exc:
+        raise SystemExit(f"{exc}\n(logs in {var})") from None
     except KeyboardInterrupt:
         _say("interrupted")
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        for server in servers:
+            server.stop()
     _say(f"\nstopped both servers; data and models stay in {var}")
 
 

@@ -1,4 +1,8 @@
-"""Real server processes on 127.0.0.1 for end-to-end tests: started, probed, ended by PID."""
+"""Our servers as real processes on 127.0.0.1: started, probed until ready, ended by PID.
+
+One implementation for the demo, the end-to-end and fault tests and the benchmarks. Only
+processes started here are ever signalled, by their own PID.
+"""
 
 from __future__ import annotations
 
@@ -14,13 +18,20 @@ from pathlib import Path
 import httpx
 
 
+class ServerExited(RuntimeError):
+    """The server process ended before it became ready (its log's tail is in the message)."""
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-class LiveServer:
+class ServerProcess:
+    """`python -m <module> --host 127.0.0.1 --port <port>` with `env` over this process's
+    environment, its output appended to `log_path`."""
+
     def __init__(self, module: str, port: int, env: dict[str, str], log_path: Path,
                  tls_ca: Path | None = None):
         """`tls_ca`: the server serves https with a certificate this CA file signed."""
@@ -30,7 +41,7 @@ class LiveServer:
             ssl.create_default_context(cafile=str(tls_ca)) if tls_ca else True)
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, ready_timeout: float = 60.0) -> LiveServer:
+    def start(self, ready_timeout: float = 60.0) -> ServerProcess:
         with self.log_path.open("ab") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", self.module, "--host", "127.0.0.1",
@@ -43,12 +54,13 @@ class LiveServer:
             self.kill()
             raise
 
-    def _wait_ready(self, ready_timeout: float) -> LiveServer:
+    def _wait_ready(self, ready_timeout: float) -> ServerProcess:
         assert self.proc is not None
         deadline = time.monotonic() + ready_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.module} exited: {self.log_path.read_text()[-2000:]}")
+                raise ServerExited(f"{self.module} exited with {self.proc.returncode}: "
+                                   f"{self.log_path.read_text()[-2000:]}")
             try:
                 if httpx.get(f"{self.url}/readyz", timeout=1.0,
                              verify=self.verify).status_code == 200:

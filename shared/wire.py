@@ -1,17 +1,29 @@
-"""Prediction response bodies, shared by every predict route on both servers."""
+"""Encoding for the wire, framework-free: RFC 3339 times, JSON that survives what a client
+sent, and the prediction answer bodies every predict route on both servers returns."""
 
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import orjson
 
-from shared.json_body import finite_or_null
 from shared.predictor import LoadedBundle
 from shared.targets import Target
+
+
+def finite_or_null(value: Any) -> Any:
+    """`value` with every NaN and infinity replaced by None, as orjson writes them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_or_null(v) for v in value]
+    return value
 
 
 def rfc3339(moment: datetime | None) -> str | None:
@@ -42,6 +54,11 @@ def prediction_payloads(
     ttft = predictions[Target.TTFT].tolist()
     tpot = predictions[Target.TPOT].tolist()
     return [{"ttft_ms": a, "tpot_ms": b, **common} for a, b in zip(ttft, tpot, strict=True)]
+
+
+def encode_prediction(bundle: LoadedBundle, predictions: dict[Target, np.ndarray]) -> bytes:
+    """The answer of /predict: the one row's response object."""
+    return orjson.dumps(prediction_payloads(bundle, predictions)[0])
 
 
 def predictions_json(bundle: LoadedBundle, predictions: dict[Target, np.ndarray]) -> bytes:

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from shared.cli_table import align
+from latency_cli.table import align
 
 COLUMNS = (
     ("started_at", "started (UTC)", "{}"),

@@ -4,7 +4,6 @@ malformed or unrepresentable body is a 422 naming the field, never a 500 or a 40
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -12,16 +11,7 @@ from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 
-
-def finite_or_null(value: Any) -> Any:
-    """`value` with every NaN and infinity replaced by None, as orjson writes them."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite_or_null(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite_or_null(v) for v in value]
-    return value
+from shared.wire import finite_or_null
 
 
 class _JSONBodyRequest(Request):

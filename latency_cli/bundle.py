@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from shared.cli_http import (
+from latency_cli.calls import (
     TRAINING_URL,
     CliError,
     answered,
@@ -32,7 +32,7 @@ from shared.cli_http import (
     reason,
     unreachable,
 )
-from shared.cli_table import size
+from latency_cli.table import size
 
 EXPORT_HELP = "download the training server's current model bundle (.tar.gz)"
 IMPORT_HELP = "publish a bundle archive on a training server or into a model directory"

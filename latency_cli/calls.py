@@ -11,8 +11,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from shared.auth import TokenAuth
 from shared.settings import CommonSettings
+from shared.tokens import TokenAuth
 
 TIMEOUT_S = 10.0
 TRAINING_URL = "http://127.0.0.1:8000"

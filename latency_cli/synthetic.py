@@ -1,4 +1,5 @@
-"""A small, seeded simulator of vLLM request latencies, for the demo and the tests.
+"""A small, seeded simulator of vLLM request latencies, for the demo, the tests and the
+benchmarks, and real models fitted on it (`publish_trained_bundle`).
 
 Shaped like the physics the models must learn: TTFT grows with uncached prompt tokens,
 tokens already being prefilled and queue depth; TPOT grows with running requests and KV
@@ -8,7 +9,18 @@ load. Each row measures one target, as the EPP reports them (the other actual is
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
+
+import numpy as np
+
+from shared.artifact import Manifest, TargetManifest, new_version, write_bundle
+from shared.backends import FitParams, backend_for
+from shared.features import build_matrix, columns_from_dicts, feature_names
+from shared.settings import ModelType, ObjectiveType
+from shared.target_space import TargetSpace, space_for, to_label
+from shared.targets import TARGETS
 
 POD_TYPES = ("", "", "", "prefill", "decode", "both")
 
@@ -60,3 +72,36 @@ def prediction_row(**overrides: Any) -> dict[str, Any]:
     }
     row.update(overrides)
     return row
+
+
+def publish_trained_bundle(
+    model_dir: Path,
+    model_type: ModelType = ModelType.XGBOOST,
+    objective: ObjectiveType = ObjectiveType.QUANTILE,
+    *,
+    rows: int = 400,
+    seed: int = 0,
+    version: str | None = None,
+    legacy_ms: bool = False,
+) -> Manifest:
+    """Fit real models on synthetic rows and publish them as one bundle, each target in the
+    space the trainer uses (or in plain ms, as bundles from before shared.target_space)."""
+    backend = backend_for(model_type)
+    params = FitParams(objective=objective, quantile=0.9, n_estimators=20, max_depth=4)
+    data = synthetic_rows(rows, seed=seed)
+    models, entries = {}, {}
+    for target in TARGETS:
+        measured = [r for r in data if r[target.actual_field] > 0]
+        names = feature_names(target)
+        columns = columns_from_dicts(measured)
+        space = TargetSpace.MS if legacy_ms else space_for(target)
+        y = to_label(space, columns, np.array([r[target.actual_field] for r in measured]))
+        models[target] = backend.fit(build_matrix(columns, names), y, params, names)
+        entries[target] = TargetManifest(file=None, features=list(names), space=space,
+                                         train_samples=len(measured))
+    manifest = Manifest(
+        version=version or new_version(), created_at=datetime.now(UTC), model_type=model_type,
+        objective=objective, quantile=0.9, targets=entries,
+    )
+    write_bundle(model_dir, manifest, models)
+    return manifest

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Iterator
 from enum import Enum
-from pathlib import Path
 
-import httpx
 from fastapi import Depends, HTTPException, Request
 
 from shared.settings import CommonSettings
+from shared.tokens import TokenSource
 
 log = logging.getLogger(__name__)
 
@@ -28,39 +26,6 @@ class Access(str, Enum):
     ADMIN = "admin"  # always guarded when a token is configured
     EPP = "epp"  # guarded only with LATENCY_PROTECT_EPP_ROUTES
     DASHBOARD = "dashboard"  # guarded only with LATENCY_PROTECT_DASHBOARD
-
-
-class TokenSource:
-    """The configured token; a file (a Kubernetes Secret volume) is re-read when it changes,
-    so a rotated secret takes effect without a restart."""
-
-    def __init__(self, settings: CommonSettings):
-        self.inline = settings.api_token.get_secret_value() if settings.api_token else None
-        self.path: Path | None = settings.api_token_file
-        self._stamp: tuple[int, int, int] | None = None
-        self._from_file: str | None = None
-
-    def current(self) -> str | None:
-        if self.path is None:
-            return self.inline or None
-        try:
-            stat = self.path.stat()
-        except OSError:
-            # A configured but unreadable secret must not open the routes: refuse everyone.
-            return ""
-        # A Secret volume swaps a symlink: a new inode even when mtime and size match.
-        stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
-        if stamp != self._stamp:
-            try:
-                self._from_file = self.path.read_text().strip()
-            except OSError:
-                return ""
-            self._stamp = stamp
-        return self._from_file
-
-    @property
-    def configured(self) -> bool:
-        return self.path is not None or bool(self.inline)
 
 
 def presented_token(request: Request) -> str | None:
@@ -109,17 +74,3 @@ def install(app: object, settings: CommonSettings) -> None:
         log.warning("no LATENCY_API_TOKEN: admin routes (flush, reload, import...) are open")
     elif settings.protect_epp_routes:
         log.info("API token required on every route but the probes")
-
-
-class TokenAuth(httpx.Auth):
-    """httpx auth for one of our servers calling another (a prediction server syncing from
-    the trainer): the token as configured at each request, so rotation needs no restart."""
-
-    def __init__(self, settings: CommonSettings):
-        self.source = TokenSource(settings)
-
-    def auth_flow(self, request: httpx.Request) -> Iterator[httpx.Request]:
-        token = self.source.current()
-        if token:
-            request.headers["Authorization"] = f"Bearer {token}"
-        yield request

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import uvicorn
+from pydantic import ValidationError
 
 from shared.cpus import available_cpus
 
@@ -22,7 +23,10 @@ def serve(
 ) -> None:
     """Run one server. With `factory_path` (a "module:function" building the app from the
     environment) and settings.workers != 1 it runs one process per CPU of the quota."""
-    settings = load_settings()
+    try:
+        settings = load_settings()
+    except ValidationError as exc:  # one clear line per bad setting, not a traceback
+        raise SystemExit(f"invalid settings: {exc}") from None
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--host", default=settings.host, help=f"bind address ({settings.host})")
     parser.add_argument("--port", type=int, default=settings.port, help=f"port ({settings.port})")
@@ -43,11 +47,9 @@ def serve(
         "limit_concurrency": settings.max_concurrency,
         "timeout_keep_alive": settings.keep_alive_timeout_sec,
     }
-    if settings.tls_cert_file and settings.tls_key_file:
+    if settings.tls_cert_file and settings.tls_key_file:  # both or neither: a validator
         options.update(ssl_certfile=str(settings.tls_cert_file),
                        ssl_keyfile=str(settings.tls_key_file))
-    elif settings.tls_cert_file or settings.tls_key_file:
-        raise SystemExit("TLS needs both LATENCY_TLS_CERT_FILE and LATENCY_TLS_KEY_FILE")
     if factory_path and workers > 1:
         # uvicorn binds host/port in this process; each worker builds its own app and model.
         uvicorn.run(factory_path, factory=True, workers=workers, **options)

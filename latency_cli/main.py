@@ -57,11 +57,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if getattr(parsed, "handler", None) is not None:
         raise SystemExit(_run_tool(parsed))
     if parsed.command == "demo":
-        from shared.demo import run_demo
+        from latency_cli.demo import run_demo
 
         run_demo(parsed)
     elif parsed.command == "retrains":
-        from shared.retrains_table import show_retrains
+        from latency_cli.retrains import show_retrains
 
         raise SystemExit(show_retrains(parsed.url, parsed.limit, parsed.json))
     elif parsed.command == "migrate":
@@ -76,20 +76,20 @@ def main(argv: Sequence[str] | None = None) -> None:
 def _tools() -> list[tuple[str, str, Any, Any]]:
     """(name, help, add_arguments, run) of the operator subcommands; each run returns the
     exit code and raises CliError (one line, exit 1) or UsageError (exit 2)."""
-    from poolsim import command as cli_simulate
-    from shared import cli_bundle, cli_predict, cli_status
+    from latency_cli import bundle, predict, status
+    from poolsim import command as simulate
 
     return [
-        ("status", cli_status.HELP, cli_status.add_arguments, cli_status.run),
-        ("predict", cli_predict.HELP, cli_predict.add_arguments, cli_predict.run),
-        ("export", cli_bundle.EXPORT_HELP, cli_bundle.add_export_arguments, cli_bundle.run_export),
-        ("import", cli_bundle.IMPORT_HELP, cli_bundle.add_import_arguments, cli_bundle.run_import),
-        ("simulate", cli_simulate.HELP, cli_simulate.add_arguments, cli_simulate.run),
+        ("status", status.HELP, status.add_arguments, status.run),
+        ("predict", predict.HELP, predict.add_arguments, predict.run),
+        ("export", bundle.EXPORT_HELP, bundle.add_export_arguments, bundle.run_export),
+        ("import", bundle.IMPORT_HELP, bundle.add_import_arguments, bundle.run_import),
+        ("simulate", simulate.HELP, simulate.add_arguments, simulate.run),
     ]
 
 
 def _run_tool(parsed: argparse.Namespace) -> int:
-    from shared.cli_http import CliError, UsageError
+    from latency_cli.calls import CliError, UsageError
 
     try:
         return int(parsed.handler(parsed))
@@ -112,6 +112,3 @@ def _server(name: str, argv: list[str]) -> None:
         from prediction_server.__main__ import main as prediction_main
 
         prediction_main(argv)
-
-if __name__ == "__main__":
-    main()

@@ -15,7 +15,7 @@ from typing import Any
 
 from annotated_types import Ge, Le
 
-from shared.cli_http import (
+from latency_cli.calls import (
     PREDICTION_URL,
     CliError,
     UsageError,
@@ -25,7 +25,7 @@ from shared.cli_http import (
     detail,
     http_url,
 )
-from shared.cli_table import align
+from latency_cli.table import align
 from shared.schemas import PredictionRequest
 
 HELP = "predict TTFT and TPOT for one request row"

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from shared.cli_http import (
+from latency_cli.calls import (
     PREDICTION_URL,
     TRAINING_URL,
     CliError,
@@ -26,7 +26,7 @@ from shared.cli_http import (
     client,
     http_url,
 )
-from shared.cli_table import align, duration
+from latency_cli.table import align, duration
 from shared.targets import TARGETS
 
 HELP = "health, model versions, samples and the last retrain of every server"
