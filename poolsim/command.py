@@ -111,7 +111,7 @@ def _run_one(name: str, requests: list[Request], args: argparse.Namespace) -> Ru
     from poolsim.engine import Engine
     from poolsim.progress import ProgressBar
 
-    policy = make_policy(name, args.seed)
+    policy = make_policy(name, args.seed, args.speedup)
     speedup = args.speedup if policy.paced else None
     last = max(r.arrival_s for r in requests)
     bar = None if args.no_progress else ProgressBar(name, last)

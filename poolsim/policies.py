@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
-from poolsim.policy_api import BasePolicy, PodFeatures, Policy, RequestInfo
+from poolsim.policy_api import BasePolicy, PodFeatures, Policy, PolicyOptions, RequestInfo
 
 WEIGHTS = (3.0, 2.0, 2.0)  # prefix, KV usage, queue: llm-d's default profile
 
@@ -87,24 +87,25 @@ class HeuristicPolicy(BasePolicy):
         return _argmax_random(heuristic_scores(pods), self.rng)
 
 
-def _oracle(seed: int) -> Policy:
+def _oracle(options: PolicyOptions) -> Policy:
     from poolsim.oracle import OraclePolicy
 
-    return OraclePolicy(seed)
+    return OraclePolicy(options.seed)
 
 
-FACTORIES: dict[str, Callable[[int], Policy]] = {
-    "random": RandomPolicy,
-    "round-robin": RoundRobinPolicy,
-    "least-requests": LeastRequestsPolicy,
-    "heuristic": HeuristicPolicy,
+# name -> factory; a policy with a real predictor registers here the same way
+FACTORIES: dict[str, Callable[[PolicyOptions], Policy]] = {
+    "random": lambda options: RandomPolicy(options.seed),
+    "round-robin": lambda options: RoundRobinPolicy(options.seed),
+    "least-requests": lambda options: LeastRequestsPolicy(options.seed),
+    "heuristic": lambda options: HeuristicPolicy(options.seed),
     "oracle": _oracle,
 }
 
 
-def make_policy(name: str, seed: int) -> Policy:
+def make_policy(name: str, seed: int, speedup: float = 10.0) -> Policy:
     try:
         factory = FACTORIES[name]
     except KeyError:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(FACTORIES)}") from None
-    return factory(seed)
+    return factory(PolicyOptions(seed=seed, speedup=speedup))

@@ -82,6 +82,16 @@ class Observation:
         return rows
 
 
+@dataclass(frozen=True, slots=True)
+class PolicyOptions:
+    """What the command hands a policy factory (poolsim.policies.FACTORIES). A policy with
+    a real predictor adds its settings here (e.g. the servers' URLs) and reads `speedup`
+    to scale the predictor's retrain interval."""
+
+    seed: int
+    speedup: float = 10.0
+
+
 class Policy(Protocol):
     name: str
     paced: bool  # True: needs simulated time paced against wall time (a real predictor)
