@@ -104,9 +104,12 @@ def _pod_share(
     title: str,
 ) -> None:
     width = 0.8 / max(len(results), 1)
+    pods = 0
     for offset, (name, m) in enumerate(results.items()):
-        xs = [pod + offset * width for pod in range(len(m["pod_share"]))]
+        pods = len(m["pod_share"])
+        xs = [pod + (offset - (len(results) - 1) / 2) * width for pod in range(pods)]
         ax.bar(xs, m["pod_share"], width=width, label=name)
+    ax.set_xticks(range(pods))
     ax.set_xlabel("pod")
     ax.set_ylabel("share of requests")
     ax.set_title(f"Requests per pod: {title}")
