@@ -31,12 +31,7 @@ def ttft_lower_bound(pod: Pod, request: Request, now_s: float) -> float:
     tokens that admitted requests (which run first) still have to prefill."""
     hw = pod.hw
     in_flight = max((pod.step_end_s or now_s) - now_s, 0.0)
-    scheduled = {id(seq): new for seq, new in pod._chunks}
-    ahead = sum(
-        seq.target - seq.computed - scheduled.get(id(seq), 0)
-        for seq in pod.running
-        if seq.computed < seq.target
-    )
+    ahead = pod.admitted_prefill_left()
     matched = pod.pool.match(request)[0] * hw.block_size
     own = request.input_tokens - min(matched, request.input_tokens - 1)
     return in_flight + max(hw.step_floor_ms, hw.ms_per_token * (own + ahead)) / 1000.0

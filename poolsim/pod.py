@@ -51,6 +51,16 @@ class Pod:
         prompt_blocks = -(-request.input_tokens // self.hw.block_size)
         return self.pool.match(request)[0] / prompt_blocks if prompt_blocks else 0.0
 
+    def admitted_prefill_left(self) -> int:
+        """Prompt tokens that admitted (running) sequences still have to prefill after the
+        step in flight: work that runs before anything still queued."""
+        scheduled = {id(seq): new for seq, new in self._chunks}
+        return sum(
+            seq.target - seq.computed - scheduled.get(id(seq), 0)
+            for seq in self.running
+            if seq.computed < seq.target
+        )
+
     # ---- requests in
     def submit(self, request: Request, now_s: float) -> Seq:
         seq = Seq(request, now_s, target=request.input_tokens)
