@@ -119,8 +119,10 @@ def loss(fits: Sequence[BandFit]) -> float:
     return total
 
 
-def evaluate(hw: Hardware, samples: dict[str, list[dict[str, float]]]) -> list[BandFit]:
-    return [fit for trace, rows in samples.items() for fit in compare(trace, rows, hw)]
+def evaluate(
+    hw: Hardware, samples: dict[str, list[dict[str, float]]], seed: int = 0
+) -> list[BandFit]:
+    return [fit for trace, rows in samples.items() for fit in compare(trace, rows, hw, seed)]
 
 
 def fit(
@@ -177,6 +179,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--fit", action="store_true", help="search the constants (GRID)")
     parser.add_argument("--fit-rows", type=int, default=90, help="rows per trace for --fit")
     parser.add_argument("--trace-dir", type=Path, default=TRACE_DIR)
+    parser.add_argument("--seed", type=int, default=0, help="the rebuilds' random draws (0)")
     args = parser.parse_args(argv)
     hw = hardware(args.hardware)
     rows = {trace: load_rows(trace, args.trace_dir) for trace in TRACES}
@@ -185,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         hw = fit(START, samples)
         print(hw)  # noqa: T201
     checked = {t: sample_rows(r, args.rows, seed=11) if args.rows else r for t, r in rows.items()}
-    fits = evaluate(hw, checked)
+    fits = evaluate(hw, checked, args.seed)
     print(table(fits))  # noqa: T201
     print(f"loss {loss(fits):.4f}")  # noqa: T201
 
