@@ -16,7 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from shared.settings import PredictionSettings, TrainingSettings
+from shared.settings import PredictionSettings, TrainingSettings, env_names
 
 K8S = Path(__file__).resolve().parents[2] / "k8s"
 TARGETS = {
@@ -28,10 +28,6 @@ TARGETS = {
 }
 KUBERNETES_VERSION = "1.30.0"  # schemas shipped offline by every kubernetes-validate >= 1.30
 IMAGE = "latency-predictor"
-
-
-def env_names(settings: type) -> set[str]:
-    return {n for f in settings.model_fields.values() for n in f.validation_alias.choices}
 
 
 SERVER_ENV = {
