@@ -39,10 +39,10 @@ from tests.e2e.chart_pod import (
     child_pids,
     files_under,
     prediction_container,
-    python_for,
     rss_mb,
     training_container,
 )
+from tests.unprivileged import python_for
 
 log = logging.getLogger(__name__)
 SYNC_SEC = 5.0
