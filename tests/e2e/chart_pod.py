@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -166,3 +167,32 @@ def rss_mb(pid: int) -> float:
 def child_pids(pid: int) -> list[int]:
     children = Path(f"/proc/{pid}/task/{pid}/children")
     return [int(c) for c in children.read_text().split()] if children.exists() else []
+
+
+# Every call that can create, change or remove a file or directory.
+WRITING_CALLS = (
+    "openat,open,creat,mkdir,mkdirat,rename,renameat,renameat2,unlink,unlinkat,rmdir,"
+    "link,linkat,symlink,symlinkat,truncate,chmod,fchmodat,chown,fchownat,mknod,mknodat"
+)
+_CALL = re.compile(r"^\d+\s+(\w+)\((.*)$")
+
+
+def traced(command: list[str], trace: Path) -> list[str]:
+    """`command` under strace, every process it starts included, logging WRITING_CALLS."""
+    return ["strace", "-f", "-qq", "--seccomp-bpf", "-e", f"trace={WRITING_CALLS}",
+            "-o", str(trace), *command]  # fmt: skip
+
+
+def written_paths(trace: str) -> set[str]:
+    """The paths an strace log shows written (opens only with a writing or creating flag),
+    whether or not the call succeeded; relative paths as they were given."""
+    paths = set()
+    for line in trace.splitlines():
+        match = _CALL.match(line)
+        if match is None:
+            continue
+        call, args = match.groups()
+        if call in ("open", "openat") and not re.search(r"O_WRONLY|O_RDWR|O_CREAT|O_TRUNC", args):
+            continue
+        paths.update(re.findall(r'"([^"]*)"', args))
+    return paths

@@ -19,6 +19,7 @@ import logging
 import os
 import random
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -40,7 +41,9 @@ from tests.e2e.chart_pod import (
     files_under,
     prediction_container,
     rss_mb,
+    traced,
     training_container,
+    written_paths,
 )
 from tests.unprivileged import python_for
 
@@ -273,3 +276,49 @@ def test_the_chart_runs_our_image_and_its_predictors_follow_the_trainer(pod: Pod
         log.info("%s wrote under its volume: %s", c.name, written)
         assert written and all(f.startswith(f"{LLM_D_HOME}/") for f in written), written
         assert list(c.tmp.iterdir()) == [] and list(c.cwd.iterdir()) == [], c.name
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace to see every write")
+def test_no_process_of_either_server_writes_outside_its_volume(tmp_path: Path) -> None:
+    """Every process (uvicorn's workers and helpers, alembic, the model libraries) under
+    strace, from start-up until a prediction server serves the trainer's first version: every
+    path they create, open for writing, rename, remove or chmod is in their volume."""
+    trainer_port, port = free_port(), free_port()
+    training = training_container(tmp_path, trainer_port)
+    prediction = prediction_container(tmp_path, 1, port, trainer_port)
+    prediction.env.update(MODEL_SYNC_INTERVAL_SEC="1", UVICORN_WORKERS=str(WORKERS))
+    servers = []
+    for c, server_port in ((prediction, port), (training, trainer_port)):
+        c.make_dirs(None)
+        server = c.process(server_port, None, sys.executable)
+        server.command = traced(server.command, c.root / "strace.log")
+        servers.append(server)
+    try:
+        for server in servers:
+            server.start(ready_timeout=120)
+        for second in range(int(WAIT_SEC)):  # bounded: one batch a second, as the EPP
+            rows = {"entries": synthetic_rows(200, seed=second)}
+            httpx.post(f"{servers[1].url}/add_training_data_bulk", json=rows, timeout=30)
+            status = httpx.get(f"{servers[0].url}/status", timeout=10).json()
+            if status["model_version"] != "cold-start-prior":
+                break
+            time.sleep(1)
+        assert status["model_source"] == "trainer-sync" and status["cold_start"] is False
+    finally:
+        for server in servers:
+            server.stop()
+    for c in (training, prediction):
+        written = written_paths((c.root / "strace.log").read_text())
+        outside = sorted(p for p in written if not p.startswith(f"{c.volume}/"))
+        log.info("%s: %d paths written, outside its volume: %s", c.name, len(written), outside)
+        assert written and outside == [], c.name
+
+
+def test_the_trace_check_sees_writes_and_ignores_reads() -> None:
+    trace = "\n".join([
+        '12 openat(AT_FDCWD, "/usr/lib/x.so", O_RDONLY|O_CLOEXEC) = 3',
+        '12 openat(AT_FDCWD, "/tmp/.x.12.tmp", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 4',
+        '13 rename("/v/a.tmp", "/v/a") = 0',
+        '13 mkdir("cache", 0777) = -1 EACCES (Permission denied)',
+    ])  # fmt: skip
+    assert written_paths(trace) == {"/tmp/.x.12.tmp", "/v/a.tmp", "/v/a", "cache"}
