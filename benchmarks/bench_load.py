@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import tempfile
@@ -43,7 +44,7 @@ PROCESSING_VERSION = re.compile(rb'"model_version":"([^"]+)"}$')
 
 
 def say(text: str = "") -> None:
-    print(text, flush=True)  # noqa: T201 (benchmark output)
+    print(text, flush=True)
 
 
 async def fire(port: int, request: bytes, rate: float, seconds: float,
@@ -141,8 +142,8 @@ def main() -> None:
         try:
             trainer.start()
             predictor.start()
-            pin(predictor.proc.pid, cpus[:1])
-            pin(trainer.proc.pid, cpus[1:] or cpus[:1])
+            pin(predictor.pid, cpus[:1])
+            pin(trainer.pid, cpus[1:] or cpus[:1])
             pin(os.getpid(), cpus[1:] or cpus[:1])
             client = httpx.Client(timeout=30, trust_env=False)
             client.post(f"{trainer.url}/add_training_data_bulk",
@@ -156,9 +157,9 @@ def main() -> None:
             request = request_bytes(predictor.port, orjson.dumps({"requests": rows}))
             asyncio.run(fire(predictor.port, request, args.rate, 3.0, []))  # warm-up, unscored
             idle: list[tuple[float, int, bytes]] = []
-            rss = [rss_mb(predictor.proc.pid)]
+            rss = [rss_mb(predictor.pid)]
             asyncio.run(fire(predictor.port, request, args.rate, args.idle_seconds, idle))
-            rss.append(rss_mb(predictor.proc.pid))
+            rss.append(rss_mb(predictor.pid))
             loaded: list[tuple[float, int, bytes]] = []
             feeding = asyncio.Event()
 
@@ -169,12 +170,10 @@ def main() -> None:
                         batch = resample(trace, 1_000, seed=100 + k)
                         await http.post(f"{trainer.url}/add_training_data_bulk",
                                         json={"entries": batch})
-                        rss.append(rss_mb(predictor.proc.pid))
+                        rss.append(rss_mb(predictor.pid))
                         k += 1
-                        try:
+                        with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(feeding.wait(), timeout=1.0)
-                        except TimeoutError:
-                            pass
 
             async def under_load() -> None:
                 feeder = asyncio.create_task(feed())

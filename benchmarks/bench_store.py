@@ -36,7 +36,7 @@ PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
 def say(line: str) -> None:
-    print(line, flush=True)  # noqa: T201 (benchmark output)
+    print(line, flush=True)
 
 
 def rss_mb(pid: int) -> float:
@@ -84,11 +84,11 @@ def bench_ingest(label: str, db_url: str, workdir: Path, n_batches: int) -> None
     server.start()
     try:
         assert server.proc is not None
-        idle = rss_mb(server.proc.pid)
+        idle = rss_mb(server.pid)
         batches = [resample(rows, 1000, seed=i) for i in range(n_batches)]
         sequential = ingest_rate(server.url, batches[: n_batches // 2], 1)
         concurrent = ingest_rate(server.url, batches[n_batches // 2:], 4)
-        loaded = rss_mb(server.proc.pid)
+        loaded = rss_mb(server.pid)
         say(f"{label:>10} {sequential:12.0f} {concurrent:12.0f} {idle:9.0f} {loaded:11.0f}")
     finally:
         server.stop()
@@ -118,7 +118,7 @@ def bench_prediction_rss(workdir: Path, model_dir: Path, calls: int) -> None:
     server = ServerProcess("prediction_server", free_port(), env, workdir / "pred.log").start()
     try:
         assert server.proc is not None
-        idle = rss_mb(server.proc.pid)
+        idle = rss_mb(server.pid)
         body = {"requests": prediction_rows(resample(all_trace_rows(), 100, seed=3))}
         with httpx.Client(timeout=10) as client:
             deadline = time.monotonic() + 60
@@ -127,7 +127,7 @@ def bench_prediction_rss(workdir: Path, model_dir: Path, calls: int) -> None:
                     break
                 client.post(f"{server.url}/predict/bulk/strict", json=body)
         say(f"prediction server RSS: idle {idle:.0f} MB, after {calls} 100-row calls "
-            f"{rss_mb(server.proc.pid):.0f} MB")
+            f"{rss_mb(server.pid):.0f} MB")
     finally:
         server.stop()
 

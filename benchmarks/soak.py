@@ -38,7 +38,7 @@ SEED_ROWS = 25_000
 
 
 def say(text: str = "") -> None:
-    print(text, flush=True)  # noqa: T201 (benchmark output)
+    print(text, flush=True)
 
 
 async def ingest(url: str, trace: list[dict[str, Any]], batch: int, seconds: float,
@@ -113,15 +113,15 @@ def main() -> None:
         try:
             trainer.start()
             predictors[0].start()
-            pin(trainer.proc.pid, cpus[1:] or cpus[:1])
-            pin(predictors[0].proc.pid, cpus[:1])
+            pin(trainer.pid, cpus[1:] or cpus[:1])
+            pin(predictors[0].pid, cpus[:1])
             seeded = 0
             for k in range(SEED_ROWS // 1_000):
                 seed = httpx.post(f"{trainer.url}/add_training_data_bulk", timeout=60,
                                   json={"entries": resample(trace, 1_000, seed=1 + k)})
                 seeded += int(ACCEPTED.search(seed.raise_for_status().json()["message"])[1])
             httpx.post(f"{trainer.url}/retrain", timeout=60).raise_for_status()
-            trainer_rss = [rss_mb(trainer.proc.pid)]
+            trainer_rss = [rss_mb(trainer.pid)]
             ingest_tally = {"sent": 0, "accepted": 0, "no_answer": 0, "status": {}}
             predict_tally: dict[str, Any] = {"unavailable": 0, "status": {}, "ms": []}
             restart: dict[str, float] = {}
@@ -132,15 +132,15 @@ def main() -> None:
                 await asyncio.to_thread(predictors[0].stop)
                 fresh = ServerProcess("prediction_server", port, env, workdir / "prediction2.log")
                 await asyncio.to_thread(fresh.start)
-                pin(fresh.proc.pid, cpus[:1])
+                pin(fresh.pid, cpus[:1])
                 predictors.append(fresh)
                 restart["seconds"] = time.perf_counter() - t0
-                restart["rss_start"] = rss_mb(fresh.proc.pid)
+                restart["rss_start"] = rss_mb(fresh.pid)
 
             async def watch_rss() -> None:
                 for _ in range(int(args.seconds)):
                     await asyncio.sleep(1)
-                    trainer_rss.append(rss_mb(trainer.proc.pid))
+                    trainer_rss.append(rss_mb(trainer.pid))
 
             async def run() -> None:
                 await asyncio.gather(
@@ -155,7 +155,7 @@ def main() -> None:
                 status["test_data"]["total_samples"]
             retrains = httpx.get(f"{trainer.url}/retrains", params={"limit": 1000},
                                  timeout=30).json()["retrains"]
-            predictor_rss_end = rss_mb(predictors[-1].proc.pid)
+            predictor_rss_end = rss_mb(predictors[-1].pid)
         finally:
             for server in (*predictors, trainer):
                 server.stop()

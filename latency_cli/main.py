@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         url = TrainingSettings().db_url
         upgrade(url)
-        print(f"store at {url} is at the newest revision")  # noqa: T201 (CLI output)
+        print(f"store at {url} is at the newest revision")
 
 
 def _tools() -> list[tuple[str, str, Any, Any]]:
@@ -94,7 +94,7 @@ def _run_tool(parsed: argparse.Namespace) -> int:
     except UsageError as exc:
         parsed.tool_parser.error(str(exc))  # usage and message on stderr, exit 2
     except CliError as exc:
-        print(f"latency-predictor {parsed.command}: {exc}", file=sys.stderr)  # noqa: T201
+        print(f"latency-predictor {parsed.command}: {exc}", file=sys.stderr)
     except KeyboardInterrupt:
         return 130
     return 1

@@ -63,6 +63,13 @@ class ServerProcess:
         self.cwd, self.run_as = cwd, run_as
         self.proc: subprocess.Popen[bytes] | None = None
 
+    @property
+    def pid(self) -> int:
+        """The process id of the started server."""
+        if self.proc is None:
+            raise RuntimeError(f"{self.module} on port {self.port} was not started")
+        return self.proc.pid
+
     def start(self, ready_timeout: float = 60.0) -> ServerProcess:
         user: dict[str, Any] = {}
         if self.run_as is not None:

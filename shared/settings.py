@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from enum import Enum, StrEnum
+from enum import StrEnum
 from pathlib import Path
 from typing import Self
 
@@ -32,17 +32,17 @@ CURRENT_FILE = "CURRENT"  # shared.artifact.CURRENT_POINTER (that module imports
 MIRROR_MARKER = "MIRRORED_FROM"
 
 
-class ModelType(str, Enum):
+class ModelType(StrEnum):
     XGBOOST = "xgboost"
     LIGHTGBM = "lightgbm"
 
 
-class ObjectiveType(str, Enum):
+class ObjectiveType(StrEnum):
     QUANTILE = "quantile"
     MEAN = "mean"
 
 
-class Calibration(str, Enum):
+class Calibration(StrEnum):
     """How served p90s are corrected toward the requested coverage (training_server.calibration)."""
 
     NONE = "none"  # serve the model's own quantile
@@ -80,11 +80,6 @@ def env_name(settings: type[BaseSettings], field: str) -> str:
     if isinstance(alias, AliasChoices):
         return str(alias.choices[0])
     return f"{settings.model_config.get('env_prefix', '')}{field}".upper()
-
-
-def env_names(settings: type[BaseSettings]) -> set[str]:
-    """Every environment variable a settings class reads."""
-    return {env_name(settings, field) for field in settings.model_fields}
 
 
 def _llm_d_home(llm_d_model_path: Path) -> Path:
@@ -282,3 +277,16 @@ def _writable(path: Path) -> bool:
         if candidate.exists():
             return os.access(candidate, os.W_OK)
     return False
+
+
+def env_names(settings: type[CommonSettings]) -> set[str]:
+    """Every environment variable a settings class reads (for manifests and their tests)."""
+    prefix = settings.model_config.get("env_prefix", "")
+    names: set[str] = set()
+    for name, field in settings.model_fields.items():
+        alias = field.validation_alias
+        if isinstance(alias, AliasChoices):
+            names.update(str(choice) for choice in alias.choices)
+        else:
+            names.add(f"{prefix}{name}".upper())
+    return names

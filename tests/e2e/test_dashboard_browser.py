@@ -150,7 +150,7 @@ def test_dashboard_charts_every_retrain_live(
             page.wait_for_selector("tr[data-state='stale'][data-server-id='gone-pod/2']")
             page.wait_for_selector("tr[data-state='behind'][data-server-id='old-pod/1']")
             assert predictor.proc is not None  # the real one, reporting every second:
-            page.wait_for_selector(f"tr[data-state='current'][data-server-id$='/{predictor.proc.pid}']")
+            page.wait_for_selector(f"tr[data-state='current'][data-server-id$='/{predictor.pid}']")
 
             failing_retrain(trainer, tmp_path / "models")  # the page sees it at its next refresh
             wait_for_points(4)

@@ -237,9 +237,8 @@ def start_up_lines(pod: Pod) -> None:
 
 def footprint(pod: Pod) -> None:
     for p in (pod.trainer, *pod.predictors):
-        assert p.proc is not None
-        workers = [f"{rss_mb(c):.0f}" for c in child_pids(p.proc.pid)]
-        log.info("%s RSS %.0f MB, children %s MB", p.module, rss_mb(p.proc.pid), workers)
+        workers = [f"{rss_mb(c):.0f}" for c in child_pids(p.pid)]
+        log.info("%s RSS %.0f MB, children %s MB", p.module, rss_mb(p.pid), workers)
 
 
 @pytest.mark.timeout(2 * WAIT_SEC)

@@ -43,7 +43,7 @@ def test_pointer_that_cannot_be_written_publishes_nothing(tmp_path: Path) -> Non
         before = bundle_folders(model_dir)
         assert before == [v1]
 
-        blocker = model_dir / f".{CURRENT_POINTER}.{trainer.proc.pid}.tmp"
+        blocker = model_dir / f".{CURRENT_POINTER}.{trainer.pid}.tmp"
         blocker.mkdir()
         (blocker / "keep").write_text("makes the path neither writable nor removable as a file")
         assert ingest(trainer.url, marked_rows(1_000_000, 200, seed=31)).status_code == 202

@@ -143,7 +143,7 @@ def test_reader_follows_replacements_and_keeps_the_last_good_file(
     assert reader.log_offsets(0.5) == {}  # a factor for another quantile is never served
     good = reader.current
     (model_dir / "calibration.json").write_text('{"format_version": 1, "quantile": "x"}')
-    with pytest.raises(ValueError, match="calibration.json"):
+    with pytest.raises(ValueError, match=r"calibration\.json"):
         reader.poll()
     assert reader.current is good
 

@@ -14,8 +14,10 @@ from tests.training_server.conftest import OpenClient, ingest, train
 def totals(client: TestClient) -> dict[str, int]:
     """Counts summed over both splits (the split itself is random)."""
     status = client.get("/data/status").json()
-    return {k: status["training_data"][k] + status["test_data"][k]
-            for k in ("ttft_samples", "tpot_samples", "total_samples")}
+    return {
+        k: status["training_data"][k] + status["test_data"][k]
+        for k in ("ttft_samples", "tpot_samples", "total_samples")
+    }
 
 
 def metric_value(client: TestClient, name: str) -> float:
@@ -34,12 +36,15 @@ def test_bulk_ingestion_answers_202_with_the_exact_message(client: TestClient) -
     assert metric_value(client, "latency_samples_accepted_total") == 7.0
 
 
-@pytest.mark.parametrize(("field", "value", "kind"), [
-    ("kv_cache_percentage", 1.5, "less_than_equal"),
-    ("input_token_length", -1, "greater_than_equal"),
-    ("actual_ttft_ms", "fast", "float_parsing"),
-    ("actual_tpot_ms", None, "missing"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "kind"),
+    [
+        ("kv_cache_percentage", 1.5, "less_than_equal"),
+        ("input_token_length", -1, "greater_than_equal"),
+        ("actual_ttft_ms", "fast", "float_parsing"),
+        ("actual_tpot_ms", None, "missing"),
+    ],
+)
 def test_one_invalid_row_costs_only_itself(
     client: TestClient, field: str, value: Any, kind: str
 ) -> None:
@@ -63,8 +68,10 @@ def test_all_rows_invalid_is_422_naming_the_field(client: TestClient) -> None:
     response = client.post("/add_training_data_bulk", json={"entries": rows})
     assert response.status_code == 422
     locs = [e["loc"] for e in response.json()["detail"]]
-    assert locs == [["body", "entries", 0, "prefix_cache_score"],
-                    ["body", "entries", 1, "prefix_cache_score"]]
+    assert locs == [
+        ["body", "entries", 0, "prefix_cache_score"],
+        ["body", "entries", 1, "prefix_cache_score"],
+    ]
     assert totals(client)["total_samples"] == 0
 
 
@@ -86,7 +93,9 @@ def test_more_rows_than_max_rows_per_call_is_422(open_client: OpenClient) -> Non
 
 def test_unknown_fields_any_pod_type_and_go_timestamps_are_accepted(client: TestClient) -> None:
     rows = synthetic_rows(6)
-    for row, pod_type in zip(rows, ["prefill-decode", "both", None, "", "decode", "GPU-x"], strict=True):
+    for row, pod_type in zip(
+        rows, ["prefill-decode", "both", None, "", "decode", "GPU-x"], strict=True
+    ):
         row["pod_type"] = pod_type
     rows[0]["some_future_field"] = {"nested": True}
     rows[1]["timestamp"] = "2024-05-01T12:34:56.123456789Z"
@@ -172,8 +181,13 @@ def test_retrain_history_newest_first_with_limit_and_offset(trained: TestClient)
     oldest = page["retrains"][0]
     assert oldest["ttft_test_samples"] > 0
     # per retrain: what calibration did, the live score (no served p90s sent: none), regimes
-    assert {"ttft_raw_coverage", "tpot_calibration_log_offset", "ttft_live_rows",
-            "tpot_live_coverage", "window_limit"} <= set(oldest)
+    assert {
+        "ttft_raw_coverage",
+        "tpot_calibration_log_offset",
+        "ttft_live_rows",
+        "tpot_live_coverage",
+        "window_limit",
+    } <= set(oldest)
     assert oldest["ttft_live_rows"] == 0 and oldest["tpot_live_coverage"] is None
     ttft_regimes = oldest["regimes"]["ttft"]
     split = [ttft_regimes.get(k, {"n": 0})["n"] for k in ("queued", "not_queued")]
@@ -194,9 +208,14 @@ def test_metrics_lines_all_end_in_a_float(client: TestClient) -> None:
     assert "model_quantile{} 0.9" in lines
     assert 'model_type{type="xgboost"} 1' in lines
     assert 'objective_type{type="quantile"} 1' in lines
-    for name in ("ttft_mae{}", "tpot_rmse{}", "ttft_coverage_percent{}",
-                 "tpot_quantile_loss{}", 'ttft_importance{feature="input_token_length"}',
-                 'training_samples_count{model="ttft",split="train"}'):
+    for name in (
+        "ttft_mae{}",
+        "tpot_rmse{}",
+        "ttft_coverage_percent{}",
+        "tpot_quantile_loss{}",
+        'ttft_importance{feature="input_token_length"}',
+        'training_samples_count{model="ttft",split="train"}',
+    ):
         assert any(line.startswith(name + " ") for line in lines), name
     assert metric_value(client, "latency_samples_accepted_total") == 405.0
     assert metric_value(client, "latency_retrain_duration_seconds_count") == 1.0

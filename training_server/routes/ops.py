@@ -152,7 +152,8 @@ async def metrics(
         counts = store.last_counts
     for split, label in (("training_data", "train"), ("test_data", "test")):
         for target in TARGETS:
-            m.store_samples.labels(label, target.value).set(counts[split][f"{target.value}_samples"])
+            stored = counts[split][f"{target.value}_samples"]
+            m.store_samples.labels(label, target.value).set(stored)
     importances = {}
     if bundle is not None:
         backend = backend_for(bundle.model_type)
