@@ -16,7 +16,7 @@ from pathlib import Path
 
 from shared.archive import import_bundle
 from shared.artifact import read_current_version, replace_file
-from shared.settings import MIRROR_MARKER
+from shared.model_source import MIRROR_MARKER
 
 LOCK_FILE = ".mirror.lock"
 

@@ -10,7 +10,8 @@ from latency_cli.synthetic import publish_trained_bundle
 from prediction_server.mirror import import_mirrored
 from shared.archive import pack_bundle
 from shared.artifact import bundle_dir_for, read_current_version
-from shared.settings import MIRROR_MARKER, ModelSource, PredictionSettings
+from shared.model_source import MIRROR_MARKER, ModelSource
+from shared.settings import PredictionSettings
 
 VERSION = "20260501T000000.000000Z"
 URL = "http://127.0.0.1:8000"

@@ -17,16 +17,8 @@ import pytest
 from pydantic import ValidationError
 
 from shared import artifact
-from shared.settings import (
-    CURRENT_FILE,
-    LLM_D_HOME,
-    MIRROR_MARKER,
-    ModelSource,
-    PredictionSettings,
-    TrainingSettings,
-    env_names,
-    model_source_for,
-)
+from shared.model_source import CURRENT_FILE, MIRROR_MARKER, ModelSource, model_source_for
+from shared.settings import LLM_D_HOME, PredictionSettings, TrainingSettings, env_names
 from tests.unprivileged import NOBODY, python_for
 
 URL = "http://localhost:8000"
@@ -198,8 +190,8 @@ def test_a_read_only_directory_is_the_trainer_s_to_publish_into(shared_root: Pat
         source, reason = model_source_for(models, URL, None)
     else:  # root may write anywhere: ask as nobody
         probe = (
-            "import json, pathlib, shared.settings as s; "
-            f"print(json.dumps(s.model_source_for(pathlib.Path({str(models)!r}), {URL!r}, None)))"
+            "import json, pathlib, shared.model_source as m; "
+            f"print(json.dumps(m.model_source_for(pathlib.Path({str(models)!r}), {URL!r}, None)))"
         )
         done = subprocess.run(
             [python_for(NOBODY, shared_root), "-c", probe],
