@@ -9,10 +9,13 @@ see what a server writes where.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shlex
+import signal
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,6 +184,17 @@ def traced(command: list[str], trace: Path) -> list[str]:
     """`command` under strace, every process it starts included, logging WRITING_CALLS."""
     return ["strace", "-f", "-qq", "--seccomp-bpf", "-e", f"trace={WRITING_CALLS}",
             "-o", str(trace), *command]  # fmt: skip
+
+
+def stop_traced(server: ServerProcess) -> None:
+    """End a server started under `traced`: the server itself, strace's child, by its pid
+    (stopping strace would only detach it), then strace, which exits with it."""
+    if server.proc is not None and server.proc.poll() is None:
+        for pid in child_pids(server.pid):
+            os.kill(pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.proc.wait(30)
+    server.stop()
 
 
 def written_paths(trace: str) -> set[str]:

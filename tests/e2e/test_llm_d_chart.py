@@ -41,6 +41,7 @@ from tests.e2e.chart_pod import (
     files_under,
     prediction_container,
     rss_mb,
+    stop_traced,
     traced,
     training_container,
     written_paths,
@@ -305,7 +306,7 @@ def test_no_process_of_either_server_writes_outside_its_volume(tmp_path: Path) -
         assert status["model_source"] == "trainer-sync" and status["cold_start"] is False
     finally:
         for server in servers:
-            server.stop()
+            stop_traced(server)
     for c in (training, prediction):
         written = written_paths((c.root / "strace.log").read_text())
         outside = sorted(p for p in written if not p.startswith(f"{c.volume}/"))
