@@ -77,12 +77,14 @@ def _tools() -> list[tuple[str, str, Any, Any]]:
     """(name, help, add_arguments, run) of the operator subcommands; each run returns the
     exit code and raises CliError (one line, exit 1) or UsageError (exit 2)."""
     from latency_cli import bundle, predict, status
+    from poolsim import command as simulate
 
     return [
         ("status", status.HELP, status.add_arguments, status.run),
         ("predict", predict.HELP, predict.add_arguments, predict.run),
         ("export", bundle.EXPORT_HELP, bundle.add_export_arguments, bundle.run_export),
         ("import", bundle.IMPORT_HELP, bundle.add_import_arguments, bundle.run_import),
+        ("simulate", simulate.HELP, simulate.add_arguments, simulate.run),
     ]
 
 

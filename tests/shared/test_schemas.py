@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,7 +36,8 @@ def training_row(**overrides: Any) -> dict[str, Any]:
     return row
 
 
-MODELS = {
+# a training entry is a prediction row plus its actuals, so both parse as a PredictionRequest
+MODELS: dict[str, tuple[type[PredictionRequest], Callable[..., dict[str, Any]]]] = {
     "prediction": (PredictionRequest, prediction_row),
     "training": (TrainingEntry, training_row),
 }

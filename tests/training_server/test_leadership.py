@@ -87,8 +87,10 @@ def test_postgres_holder_whose_connection_closes_frees_the_lock(
     assert a.try_acquire()
     pid = backend_pid(a)
     assert a._conn is not None
+    dbapi_connection = a._conn.connection.dbapi_connection
+    assert dbapi_connection is not None  # a live connection: the lock was just taken on it
     # As when the holder process dies: its socket closes, with no unlock and no goodbye.
-    a._conn.connection.dbapi_connection.close()
+    dbapi_connection.close()
     deadline = time.monotonic() + 10
     while session_alive(pid) and time.monotonic() < deadline:  # the server ends it async
         time.sleep(0.05)

@@ -46,7 +46,7 @@ def ids(store: SampleStore, **where: Any) -> list[int]:
         return list(conn.execute(stmt).scalars())
 
 
-def retrain_row(version: str, status: str = "ok", **extra: Any) -> dict[str, Any]:
+def retrain_row(version: str | None, status: str = "ok", **extra: Any) -> dict[str, Any]:
     row = {
         "version": version,
         "started_at": datetime.now(UTC),
