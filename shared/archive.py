@@ -54,7 +54,13 @@ def import_bundle(model_dir: Path, archive: bytes, *, keep: int = 5) -> str:
                 members = tar.getmembers()
                 if any(not m.isfile() or "/" in m.name or m.name.startswith(".") for m in members):
                     raise BundleError("archive may hold only plain files at its top level")
-                tar.extractall(staging, members=members, filter="data")
+                for member in members:  # plain files named without a path (checked above)
+                    # Read and written by hand: no owner, mode or time from the archive, and
+                    # no need for extractall's `filter` (Python >= 3.11.4; Debian 12 has 3.11.2).
+                    source = tar.extractfile(member)
+                    if source is None:
+                        raise BundleError(f"{member.name} is not a regular file")
+                    (staging / member.name).write_bytes(source.read())
         except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
             raise BundleError(f"not a readable tar.gz bundle: {exc}") from exc
         (staging / METADATA).unlink(missing_ok=True)
