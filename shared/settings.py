@@ -8,7 +8,8 @@ themselves when built: a half-configured TLS pair is refused at start-up.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import Enum, StrEnum
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Self
 
@@ -32,6 +33,17 @@ class Calibration(str, Enum):
     NONE = "none"  # serve the model's own quantile
     SPLIT = "split"  # a conformal factor per bundle, from held-out rows
     ADAPTIVE = "adaptive"  # that, times a live factor that tracks the served misses
+
+
+class LegacyArtifacts(StrEnum):
+    """Extra model files the trainer writes beside each bundle, for other servers to load."""
+
+    NONE = "none"
+    JOBLIB = "joblib"  # llm-d's pickled ttft/tpot.joblib (training_server.legacy)
+
+
+# What LegacyArtifacts.JOBLIB needs: the `legacy` extra (pip name -> module).
+LEGACY_LIBRARIES = {"joblib": "joblib", "scikit-learn": "sklearn", "pandas": "pandas"}
 
 
 def _unprefixed(name: str) -> AliasChoices:
@@ -102,6 +114,18 @@ class TrainingSettings(CommonSettings):
     # Bulk ingestions waiting on the store at once; more answer 429 (shed, counted) so a
     # flood costs bounded memory instead of a growing queue of decoded batches.
     max_concurrent_ingests: int = Field(4, ge=1)
+    # Off by default: whoever answers the model URL runs code in any server loading these.
+    legacy_artifacts: LegacyArtifacts = LegacyArtifacts.NONE
+
+    @model_validator(mode="after")
+    def _legacy_libraries_installed(self) -> Self:
+        if self.legacy_artifacts is LegacyArtifacts.NONE:
+            return self
+        missing = [pip for pip, module in LEGACY_LIBRARIES.items() if find_spec(module) is None]
+        if missing:
+            raise ValueError(f"LATENCY_LEGACY_ARTIFACTS=joblib needs {', '.join(missing)}: "
+                             "pip install 'latency-predictor[legacy]'")
+        return self
 
 
 class PredictionSettings(CommonSettings):
