@@ -34,7 +34,7 @@ from training_server.store import SampleStore
 
 
 def say(text: str) -> None:
-    print(text, flush=True)  # noqa: T201 (benchmark output)
+    print(text, flush=True)
 
 
 def main() -> None:

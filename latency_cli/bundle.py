@@ -85,7 +85,7 @@ def run_export(args: argparse.Namespace) -> int:
             raise unreachable(TRAINING, url, exc) from None
     metadata = read_metadata(path)
     version = metadata.get("model_version") or "(version unknown)"
-    print(f"exported model {version} to {path} ({size(written)})")  # noqa: T201 (CLI output)
+    print(f"exported model {version} to {path} ({size(written)})")
     return 0
 
 
@@ -145,7 +145,7 @@ def run_import(args: argparse.Namespace) -> int:
     archive = _read_archive(args.file)
     if args.model_dir is not None:
         version = import_locally(args.model_dir, archive, keep=args.keep)
-        print(f"imported model {version} into {args.model_dir}: published as the current "  # noqa: T201
+        print(f"imported model {version} into {args.model_dir}: published as the current "
               "version; servers on this directory load it at their next poll")
         return 0
     with client() as c:
@@ -156,7 +156,7 @@ def run_import(args: argparse.Namespace) -> int:
     if reply.status_code != 200:
         raise answered(reply, f"POST {args.url}/model/import")
     version = reply.json().get("model_version")
-    print(f"imported model {version} into the {TRAINING} at {args.url}: "  # noqa: T201
+    print(f"imported model {version} into the {TRAINING} at {args.url}: "
           "published as the current version")
     return 0
 

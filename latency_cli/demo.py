@@ -22,7 +22,7 @@ LONG = prediction_row(input_token_length=8000, num_request_waiting=2)
 
 
 def _say(text: str) -> None:
-    print(text, flush=True)  # noqa: T201 (the demo talks to a person)
+    print(text, flush=True)
 
 
 def run_demo(args: argparse.Namespace) -> None:
@@ -83,8 +83,9 @@ def _report_retrain(client: httpx.Client, train_url: str, version: str) -> None:
     """One line with the held-out metrics of the retrain that produced `version`."""
     for retrain in client.get(f"{train_url}/retrains", params={"limit": 5}).json()["retrains"]:
         if retrain["version"] == version:
+            r = {k: v or 0 for k, v in retrain.items()}
             _say(
-                f"      retrain {version}: {retrain['duration_s']:.2f}s; held-out "
-                f"TTFT MAE {retrain['ttft_mae'] or 0:.0f}ms coverage {retrain['ttft_coverage'] or 0:.2f}; "
-                f"TPOT MAE {retrain['tpot_mae'] or 0:.1f}ms coverage {retrain['tpot_coverage'] or 0:.2f}"
+                f"      retrain {version}: {r['duration_s']:.2f}s; held-out "
+                f"TTFT MAE {r['ttft_mae']:.0f}ms coverage {r['ttft_coverage']:.2f}; "
+                f"TPOT MAE {r['tpot_mae']:.1f}ms coverage {r['tpot_coverage']:.2f}"
             )

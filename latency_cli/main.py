@@ -70,19 +70,21 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         url = TrainingSettings().db_url
         upgrade(url)
-        print(f"store at {url} is at the newest revision")  # noqa: T201 (CLI output)
+        print(f"store at {url} is at the newest revision")
 
 
 def _tools() -> list[tuple[str, str, Any, Any]]:
     """(name, help, add_arguments, run) of the operator subcommands; each run returns the
     exit code and raises CliError (one line, exit 1) or UsageError (exit 2)."""
     from latency_cli import bundle, predict, status
+    from poolsim import command as simulate
 
     return [
         ("status", status.HELP, status.add_arguments, status.run),
         ("predict", predict.HELP, predict.add_arguments, predict.run),
         ("export", bundle.EXPORT_HELP, bundle.add_export_arguments, bundle.run_export),
         ("import", bundle.IMPORT_HELP, bundle.add_import_arguments, bundle.run_import),
+        ("simulate", simulate.HELP, simulate.add_arguments, simulate.run),
     ]
 
 
@@ -94,7 +96,7 @@ def _run_tool(parsed: argparse.Namespace) -> int:
     except UsageError as exc:
         parsed.tool_parser.error(str(exc))  # usage and message on stderr, exit 2
     except CliError as exc:
-        print(f"latency-predictor {parsed.command}: {exc}", file=sys.stderr)  # noqa: T201
+        print(f"latency-predictor {parsed.command}: {exc}", file=sys.stderr)
     except KeyboardInterrupt:
         return 130
     return 1

@@ -41,6 +41,13 @@ class ServerProcess:
             ssl.create_default_context(cafile=str(tls_ca)) if tls_ca else True)
         self.proc: subprocess.Popen[bytes] | None = None
 
+    @property
+    def pid(self) -> int:
+        """The process id of the started server."""
+        if self.proc is None:
+            raise RuntimeError(f"{self.module} on port {self.port} was not started")
+        return self.proc.pid
+
     def start(self, ready_timeout: float = 60.0) -> ServerProcess:
         with self.log_path.open("ab") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(

@@ -47,8 +47,8 @@ def show_retrains(url: str, limit: int, as_json: bool) -> int:
         reply = httpx.get(f"{url.rstrip('/')}/retrains", params={"limit": limit}, timeout=10)
         reply.raise_for_status()
     except httpx.HTTPError as exc:
-        print(f"cannot read retrains from {url}: {exc}")  # noqa: T201 (CLI output)
+        print(f"cannot read retrains from {url}: {exc}")
         return 1
     rows = reply.json()["retrains"]
-    print(json.dumps(rows, indent=2) if as_json else render(rows))  # noqa: T201
+    print(json.dumps(rows, indent=2) if as_json else render(rows))
     return 0

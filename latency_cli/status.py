@@ -49,7 +49,7 @@ def url_list(value: str) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     report = gather(args.training_url, args.prediction_url or [PREDICTION_URL])
-    print(json.dumps(report, indent=2) if args.json else render(report))  # noqa: T201 (CLI output)
+    print(json.dumps(report, indent=2) if args.json else render(report))
     return 0 if report["all_up"] else 1
 
 
@@ -99,7 +99,8 @@ def _json(c: httpx.Client, url: str, path: str, what: str) -> dict[str, Any]:
     reply = call(c, "GET", url, path, what)
     if reply.status_code != 200:
         raise answered(reply, f"the {what} at {url}{path}")
-    return reply.json()
+    body: dict[str, Any] = reply.json()
+    return body
 
 
 def _age(created_at: str | None) -> float | None:

@@ -73,8 +73,10 @@ def import_bundle(model_dir: Path, archive: bytes, *, keep: int = 5) -> str:
         metadata.unlink(missing_ok=True)
         if not (staging / MANIFEST).is_file():
             if cold_start:
-                raise BundleError("a cold-start export holds no trained model to import (a "
-                                  "server with no model already serves the documented prior)")
+                raise BundleError(
+                    "a cold-start export holds no trained model to import (a "
+                    "server with no model already serves the documented prior)"
+                )
             raise BundleError(f"archive has no {MANIFEST}")
         manifest = read_manifest(staging)
         _refuse_unlisted(staging, manifest)
@@ -105,8 +107,11 @@ def _is_cold_start(metadata: Path) -> bool:
 
 def _refuse_unlisted(staging: Path, manifest: Manifest) -> None:
     """Nothing but what the manifest lists (and checksums) enters a bundle directory."""
-    listed = {MANIFEST, *manifest.legacy_files,
-              *(e.file for e in manifest.targets.values() if e.file)}
+    listed = {
+        MANIFEST,
+        *manifest.legacy_files,
+        *(e.file for e in manifest.targets.values() if e.file),
+    }
     extra = sorted(p.name for p in staging.iterdir() if p.name not in listed)
     if extra:
         raise BundleError(f"{manifest.version}: files its manifest does not list: {extra}")

@@ -240,33 +240,37 @@ def load_models(bundle_dir: Path, manifest: Manifest) -> dict[Target, Any | None
         unknown = [name for name in entry.features if name not in FEATURES]
         if unknown:
             raise BundleError(f"{manifest.version}: unknown {target.value} features {unknown}")
-        if entry.file is None:
-            models[target] = None
-            continue
-        path = bundle_dir / entry.file
-        if path.parent != bundle_dir or not path.is_file():
-            raise BundleError(f"{manifest.version}: missing model file {entry.file!r}")
-        try:
-            digest = sha256_file(path)
-        except OSError as exc:
-            raise BundleError(f"{manifest.version}: cannot read {entry.file}: {exc}") from exc
-        if digest != entry.sha256:
-            raise BundleError(f"{manifest.version}: checksum mismatch for {entry.file}")
-        try:
-            model = backend.load(path)
-        except Exception as exc:  # the libraries raise their own error types on bad files
-            raise BundleError(f"{manifest.version}: cannot load {entry.file}: {exc}") from exc
-        if backend.num_features(model) != len(entry.features):
-            raise BundleError(
-                f"{manifest.version}: {entry.file} has {backend.num_features(model)} features, "
-                f"manifest lists {len(entry.features)}"
-            )
-        names = backend.feature_names(model)
-        if names is not None and names != entry.features:
-            raise BundleError(f"{manifest.version}: {entry.file} was trained on features "
-                              f"{names}, manifest lists {entry.features}")
-        models[target] = model
+        models[target] = None if entry.file is None else _load_verified(
+            bundle_dir, manifest.version, entry, backend)
     return models
+
+
+def _load_verified(bundle_dir: Path, version: str, entry: TargetManifest,
+                   backend: Backend) -> Any:
+    """One model file: inside the bundle, its checksum as listed, loadable, and trained on
+    the features the manifest lists; raises BundleError."""
+    assert entry.file is not None
+    path = bundle_dir / entry.file
+    if path.parent != bundle_dir or not path.is_file():
+        raise BundleError(f"{version}: missing model file {entry.file!r}")
+    try:
+        digest = sha256_file(path)
+    except OSError as exc:
+        raise BundleError(f"{version}: cannot read {entry.file}: {exc}") from exc
+    if digest != entry.sha256:
+        raise BundleError(f"{version}: checksum mismatch for {entry.file}")
+    try:
+        model = backend.load(path)
+    except Exception as exc:  # the libraries raise their own error types on bad files
+        raise BundleError(f"{version}: cannot load {entry.file}: {exc}") from exc
+    if backend.num_features(model) != len(entry.features):
+        raise BundleError(f"{version}: {entry.file} has {backend.num_features(model)} "
+                          f"features, manifest lists {len(entry.features)}")
+    names = backend.feature_names(model)
+    if names is not None and names != entry.features:
+        raise BundleError(f"{version}: {entry.file} was trained on features {names}, "
+                          f"manifest lists {entry.features}")
+    return model
 
 
 def bundle_dir_for(model_dir: Path, version: str) -> Path:

@@ -69,8 +69,9 @@ def objective_for(y: np.ndarray, params: FitParams) -> Objective:
     return Objective(start=start, hessian=1.0 / spread, gradient=pinball_gradient)
 
 
-def _constrained(params: FitParams) -> bool:
-    return bool(params.monotone and any(params.monotone))
+def _monotone(params: FitParams) -> tuple[int, ...] | None:
+    """The monotone constraints to pass, or None when no feature is constrained."""
+    return params.monotone if params.monotone and any(params.monotone) else None
 
 
 class Backend(Protocol):
@@ -154,8 +155,8 @@ class XGBoostBackend:
         }
         if params.threads:
             booster_params["nthread"] = params.threads
-        if _constrained(params):
-            booster_params["monotone_constraints"] = "(" + ",".join(map(str, params.monotone)) + ")"
+        if (monotone := _monotone(params)) is not None:
+            booster_params["monotone_constraints"] = "(" + ",".join(map(str, monotone)) + ")"
         custom = None
         if objective.gradient is not None:
             gradient, hessian = objective.gradient, objective.hessian
@@ -229,8 +230,8 @@ class LightGBMBackend:
         }
         if params.threads:
             lgb_params["num_threads"] = params.threads
-        if _constrained(params):
-            lgb_params["monotone_constraints"] = list(params.monotone)
+        if (monotone := _monotone(params)) is not None:
+            lgb_params["monotone_constraints"] = list(monotone)
         if objective.gradient is not None:
             gradient, hessian = objective.gradient, objective.hessian
 

@@ -26,8 +26,11 @@ PRIOR_VERSION = "cold-start-prior"
 # enters only through another (input_token_length and prefix_cache_score, through
 # effective_input_tokens) has no term of its own.
 PRIOR_WEIGHTS: dict[Target, dict[str, float]] = {
-    Target.TTFT: {"effective_input_tokens": 0.1, "prefill_tokens_in_flight": 0.1,
-                  "num_request_waiting": 200.0},
+    Target.TTFT: {
+        "effective_input_tokens": 0.1,
+        "prefill_tokens_in_flight": 0.1,
+        "num_request_waiting": 200.0,
+    },
     Target.TPOT: {"num_request_running": 0.5, "kv_cache_percentage": 20.0},
 }
 PRIOR_INTERCEPTS = {Target.TTFT: 50.0, Target.TPOT: 10.0}

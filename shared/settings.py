@@ -8,7 +8,7 @@ themselves when built: a half-configured TLS pair is refused at start-up.
 
 from __future__ import annotations
 
-from enum import Enum, StrEnum
+from enum import StrEnum
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Self
@@ -17,17 +17,17 @@ from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
-class ModelType(str, Enum):
+class ModelType(StrEnum):
     XGBOOST = "xgboost"
     LIGHTGBM = "lightgbm"
 
 
-class ObjectiveType(str, Enum):
+class ObjectiveType(StrEnum):
     QUANTILE = "quantile"
     MEAN = "mean"
 
 
-class Calibration(str, Enum):
+class Calibration(StrEnum):
     """How served p90s are corrected toward the requested coverage (training_server.calibration)."""
 
     NONE = "none"  # serve the model's own quantile
@@ -141,3 +141,16 @@ class PredictionSettings(CommonSettings):
     workers: int = Field(0, ge=0)
     # For pods without the shared model volume: mirror bundles from TRAINING_SERVER_URL.
     sync_from_trainer: bool = False
+
+
+def env_names(settings: type[CommonSettings]) -> set[str]:
+    """Every environment variable a settings class reads (for manifests and their tests)."""
+    prefix = settings.model_config.get("env_prefix", "")
+    names: set[str] = set()
+    for name, field in settings.model_fields.items():
+        alias = field.validation_alias
+        if isinstance(alias, AliasChoices):
+            names.update(str(choice) for choice in alias.choices)
+        else:
+            names.add(f"{prefix}{name}".upper())
+    return names

@@ -5,7 +5,7 @@ server syncing from the trainer, the command-line tools.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 
 import httpx
@@ -53,7 +53,7 @@ class TokenAuth(httpx.Auth):
     def __init__(self, settings: CommonSettings):
         self.source = TokenSource(settings)
 
-    def auth_flow(self, request: httpx.Request) -> Iterator[httpx.Request]:
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         token = self.source.current()
         if token:
             request.headers["Authorization"] = f"Bearer {token}"

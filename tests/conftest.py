@@ -23,9 +23,7 @@ from training_server.store import SampleStore
 # The PostgreSQL the suite uses: LATENCY_TEST_PG_URL, or the server on 127.0.0.1:5432; when
 # that does not answer, pytest_configure starts our own (tests/postgres_server.py) and
 # points PG_URL at it. Test modules read PG_URL after configuration (at collection).
-PG_URL = os.environ.get(
-    "LATENCY_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
+PG_URL = os.environ.get("LATENCY_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 SKIP_PG = os.environ.get("LATENCY_TEST_SKIP_POSTGRES") == "1"
 _EMBEDDED: list[EmbeddedPostgres] = []
 
@@ -75,7 +73,8 @@ def postgres_url() -> Iterator[str]:
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def db_url(request: pytest.FixtureRequest) -> str:
-    return request.getfixturevalue(f"{request.param}_url")
+    url: str = request.getfixturevalue(f"{request.param}_url")
+    return url
 
 
 @pytest.fixture
@@ -120,7 +119,8 @@ MODEL_CHOICES = [
 
 @pytest.fixture(params=MODEL_CHOICES, ids=lambda c: f"{c[0].value}-{c[1].value}")
 def model_choice(request: pytest.FixtureRequest) -> tuple[ModelType, ObjectiveType]:
-    return request.param
+    choice: tuple[ModelType, ObjectiveType] = request.param
+    return choice
 
 
 __all__ = ["MODEL_CHOICES", "Target", "publish_trained_bundle", "training_settings"]

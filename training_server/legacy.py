@@ -24,7 +24,7 @@ from shared.settings import ModelType, ObjectiveType, TrainingSettings
 from shared.targets import Target
 
 if TYPE_CHECKING:
-    import pandas as pd  # type: ignore[import-untyped]
+    import pandas as pd
 
 FILE_NAMES = {Target.TTFT: "ttft.joblib", Target.TPOT: "tpot.joblib"}
 # llm-d's categories: "" = monolithic. It makes any other label NaN (missing) when it

@@ -411,7 +411,7 @@ class Retrainer:
         """The interval, doubled per failed retrain in a row up to MAX_BACKOFF times: a broken
         store or disk is not hammered at full rate, and the first success resets it."""
         failures = self.state.consecutive_failures
-        factor = min(2 ** max(failures - 1, 0), MAX_BACKOFF)
+        factor: int = min(2 ** max(failures - 1, 0), MAX_BACKOFF)
         if factor > 1:
             log.warning("%d failed retrains in a row: next try in %.0f s", failures,
                         factor * self.settings.retraining_interval_sec)

@@ -210,7 +210,8 @@ class SampleStore:
                 newest_dropped = (
                     select(c.id).where(where).order_by(c.id.desc()).offset(keep).limit(1)
                 ).scalar_subquery()
-                deleted += conn.execute(delete(samples).where(where, c.id <= newest_dropped)).rowcount
+                dropped = delete(samples).where(where, c.id <= newest_dropped)
+                deleted += conn.execute(dropped).rowcount
         return deleted
 
     def flush(self, *, training: bool, test: bool) -> dict[str, int]:
@@ -228,7 +229,8 @@ class SampleStore:
         ):
             for target in TARGETS:
                 key = f"{target.value}_samples"
-                flushed[f"{target.value}_{label}_samples_flushed"] = before[split][key] if wanted else 0
+                count = before[split][key] if wanted else 0
+                flushed[f"{target.value}_{label}_samples_flushed"] = count
             if wanted:
                 flushed["samples_flushed"] += before[split]["total_samples"]
         return flushed
@@ -236,10 +238,12 @@ class SampleStore:
     # retrain history --------------------------------------------------------------------
     def record_retrain(self, row: dict[str, Any]) -> int:
         with self.engine.begin() as conn:
-            result = conn.execute(insert(retrains).values(**row))
-            return int(result.inserted_primary_key[0])
+            key = conn.execute(insert(retrains).values(**row)).inserted_primary_key
+            assert key is not None  # an INSERT of one row always has one
+            return int(key[0])
 
-    def list_retrains(self, *, limit: int = 50, offset: int = 0, ok_only: bool = False) -> list[dict[str, Any]]:
+    def list_retrains(self, *, limit: int = 50, offset: int = 0,
+                      ok_only: bool = False) -> list[dict[str, Any]]:
         stmt = select(retrains).order_by(retrains.c.id.desc()).limit(limit).offset(offset)
         if ok_only:
             stmt = stmt.where(retrains.c.status == "ok")

@@ -81,7 +81,8 @@ def fit_target(
 def uncalibrated_ms(backend: Backend, fit: TargetFit, columns: Columns) -> np.ndarray:
     """The fitted model's answer in ms, before the calibration factor."""
     output = backend.predict(fit.model, build_matrix(columns, fit.features))
-    return np.maximum(to_ms(fit.space, columns, output), 0.0)
+    ms: np.ndarray = np.maximum(to_ms(fit.space, columns, output), 0.0)
+    return ms
 
 
 def served_ms(backend: Backend, fit: TargetFit, columns: Columns) -> np.ndarray:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hmac
 import logging
-from enum import Enum
+from enum import StrEnum
+from typing import Any
 
 from fastapi import Depends, HTTPException, Request
 
@@ -22,7 +23,7 @@ from shared.tokens import TokenSource
 log = logging.getLogger(__name__)
 
 
-class Access(str, Enum):
+class Access(StrEnum):
     ADMIN = "admin"  # always guarded when a token is configured
     EPP = "epp"  # guarded only with LATENCY_PROTECT_EPP_ROUTES
     DASHBOARD = "dashboard"  # guarded only with LATENCY_PROTECT_DASHBOARD
@@ -59,10 +60,12 @@ def check(request: Request, access: Access) -> None:
         )
 
 
-def require(access: Access) -> list:
+def require(access: Access) -> list[Any]:
     """Route dependencies: `@router.post(..., dependencies=require(Access.ADMIN))`."""
+
     async def dependency(request: Request) -> None:  # async: no thread hop per request
         check(request, access)
+
     return [Depends(dependency)]
 
 

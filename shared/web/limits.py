@@ -48,23 +48,38 @@ class RequestLimits:
             return
         path = scope["path"]
         length = _content_length(scope)
+        cap = self.capped.get(path)
+        if await self._refused_at_the_door(send, path, length, cap):
+            return
+        if length is not None and cap is None:  # the hot path: nothing more to watch
+            await self.app(scope, receive, send)
+            return
+        await self._watched(scope, receive, send, length, cap)
+
+    async def _refused_at_the_door(self, send: Send, path: str, length: int | None,
+                                   cap: int | None) -> bool:
+        """413 for a declared length over the limit, 429 past the route's cap."""
         if length is not None and length > self.max_body_bytes:
             await self._refuse(send, path, 413, "too_large",
                                f"request body of {length} bytes is over the limit of "
                                f"{self.max_body_bytes} (LATENCY_MAX_BODY_BYTES)")
-            return
-        cap = self.capped.get(path)
+            return True
         if cap is not None and self.in_progress[path] >= cap:
             await self._refuse(send, path, 429, "shed",
                                f"{cap} calls to {path} are already in progress; retry shortly",
                                retry_after=True)
-            return
+            return True
+        return False
+
+    async def _watched(self, scope: Scope, receive: Receive, send: Send, length: int | None,
+                       cap: int | None) -> None:
+        """A chunked body counted as it arrives, and/or a capped route's call counted."""
+        path = scope["path"]
         over = [False]
         if length is None:  # chunked: count as it arrives
             receive = self._counting(receive, over)
         if cap is not None:
             self.in_progress[path] += 1
-
         refused = [False]
 
         async def refuse_too_large() -> None:

@@ -62,14 +62,25 @@ def chromium_path() -> str:
 
 @pytest.fixture
 def servers(tmp_path: Path) -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    env = {"LATENCY_DB_URL": f"sqlite:///{tmp_path / 'store.db'}",
-           "LATENCY_MODEL_DIR": str(tmp_path / "models"), "LATENCY_N_ESTIMATORS": "10",
-           "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50", "LATENCY_RETRAINING_INTERVAL_SEC": "3600"}
+    env = {
+        "LATENCY_DB_URL": f"sqlite:///{tmp_path / 'store.db'}",
+        "LATENCY_MODEL_DIR": str(tmp_path / "models"),
+        "LATENCY_N_ESTIMATORS": "10",
+        "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50",
+        "LATENCY_RETRAINING_INTERVAL_SEC": "3600",
+    }
     trainer = ServerProcess("training_server", free_port(), env, tmp_path / "training.log")
-    predictor = ServerProcess("prediction_server", free_port(), {
-        **env, "TRAINING_SERVER_URL": trainer.url, "MODEL_SYNC_INTERVAL_SEC": "1",
-        "LATENCY_WORKERS": "1",
-    }, tmp_path / "prediction.log")
+    predictor = ServerProcess(
+        "prediction_server",
+        free_port(),
+        {
+            **env,
+            "TRAINING_SERVER_URL": trainer.url,
+            "MODEL_SYNC_INTERVAL_SEC": "1",
+            "LATENCY_WORKERS": "1",
+        },
+        tmp_path / "prediction.log",
+    )
     try:
         yield trainer.start(), predictor.start()
     finally:
@@ -81,7 +92,8 @@ def retrain(trainer: ServerProcess, seed: int) -> str:
     rows = {"entries": synthetic_rows(300, seed=seed)}
     response = httpx.post(f"{trainer.url}/add_training_data_bulk", json=rows, timeout=30)
     assert response.status_code == 202, response.text
-    return httpx.post(f"{trainer.url}/retrain", timeout=60).json()["outcome"]
+    outcome: str = httpx.post(f"{trainer.url}/retrain", timeout=60).json()["outcome"]
+    return outcome
 
 
 def failing_retrain(trainer: ServerProcess, model_dir: Path) -> None:
@@ -97,7 +109,8 @@ def failing_retrain(trainer: ServerProcess, model_dir: Path) -> None:
 
 
 def model_version(trainer: ServerProcess) -> str:
-    return httpx.get(f"{trainer.url}/data/status", timeout=10).json()["model_version"]
+    version: str = httpx.get(f"{trainer.url}/data/status", timeout=10).json()["model_version"]
+    return version
 
 
 def test_dashboard_charts_every_retrain_live(
@@ -108,38 +121,57 @@ def test_dashboard_charts_every_retrain_live(
     trainer, predictor = servers
     problems: list[str] = []
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, headless=True,
-                                             timeout=30_000)
+        browser = playwright.chromium.launch(
+            executable_path=chromium_path, headless=True, timeout=30_000
+        )
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.set_default_timeout(REFRESH_WAIT_MS)
-            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
-                    if m.type in ("error", "warning") else None)
+            page.on(
+                "console",
+                lambda m: (
+                    problems.append(f"console {m.type}: {m.text}")
+                    if m.type in ("error", "warning")
+                    else None
+                ),
+            )
             page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
             page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
 
             def wait_for_points(n: int) -> None:
                 page.wait_for_function(
                     "n => document.querySelectorAll(`svg[data-points='${n}']`).length === "
-                    f"{CHARTS}", arg=n)
+                    f"{CHARTS}",
+                    arg=n,
+                )
 
             page.goto(f"{trainer.url}/dashboard", timeout=30_000)
             wait_for_points(0)  # nothing trained yet
             assert page.locator("svg >> text=no retrains yet").count() == CHARTS
-            page.wait_for_function("() => document.querySelector('#model-version').textContent"
-                                   ".startsWith('none yet')")
+            page.wait_for_function(
+                "() => document.querySelector('#model-version').textContent.startsWith('none yet')"
+            )
             assert page.locator("#failed tbody tr .empty").count() == 1
 
             for seed in (1, 2, 3):
                 assert retrain(trainer, seed) == "ok"
             # Two more servers as the trainer sees them: one on an old version, one gone quiet.
             for server_id, interval in (("old-pod/1", 600.0), ("gone-pod/2", 0.1)):
-                httpx.post(f"{trainer.url}/prediction_servers/report", timeout=5, json={
-                    "id": server_id, "model_version": "20250101T000000.000000Z",
-                    "is_ready": True, "interval_s": interval}).raise_for_status()
+                httpx.post(
+                    f"{trainer.url}/prediction_servers/report",
+                    timeout=5,
+                    json={
+                        "id": server_id,
+                        "model_version": "20250101T000000.000000Z",
+                        "is_ready": True,
+                        "interval_s": interval,
+                    },
+                ).raise_for_status()
             wait_for_points(3)  # at the page's next refresh
-            page.wait_for_function("v => document.querySelector('#model-version').textContent"
-                                   " === v", arg=model_version(trainer))
+            page.wait_for_function(
+                "v => document.querySelector('#model-version').textContent === v",
+                arg=model_version(trainer),
+            )
             # one dot per retrain and series: 2 series in 3 charts, 4 in two, 1 in duration;
             # live coverage exists from the second retrain on (served p90s sent back: none)
             assert page.locator("#chart-mae circle").count() == 6
@@ -150,7 +182,7 @@ def test_dashboard_charts_every_retrain_live(
             page.wait_for_selector("tr[data-state='stale'][data-server-id='gone-pod/2']")
             page.wait_for_selector("tr[data-state='behind'][data-server-id='old-pod/1']")
             assert predictor.proc is not None  # the real one, reporting every second:
-            page.wait_for_selector(f"tr[data-state='current'][data-server-id$='/{predictor.proc.pid}']")
+            page.wait_for_selector(f"tr[data-state='current'][data-server-id$='/{predictor.pid}']")
 
             failing_retrain(trainer, tmp_path / "models")  # the page sees it at its next refresh
             wait_for_points(4)
@@ -164,7 +196,8 @@ def test_dashboard_charts_every_retrain_live(
             page.wait_for_function("() => !document.querySelector('#failure-card.alarm')")
             page.wait_for_function(
                 "v => document.querySelector('#model-version').textContent === v",
-                arg=model_version(trainer))
+                arg=model_version(trainer),
+            )
             assert page.locator("#model-age").inner_text().endswith(" s")
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from shared.settings import ModelType, PredictionSettings, TrainingSettings
+from shared.settings import ModelType, PredictionSettings, TrainingSettings, env_names
 
 
 def test_every_setting_is_read_from_its_prefixed_name(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -39,8 +40,9 @@ def test_constructor_takes_field_names() -> None:
 
 @pytest.mark.parametrize("half", ["tls_cert_file", "tls_key_file"])
 def test_half_a_tls_pair_is_refused(half: str, tmp_path: Path) -> None:
+    half_pair: dict[str, Any] = {half: tmp_path / "x.pem"}
     with pytest.raises(ValidationError, match="both LATENCY_TLS_CERT_FILE and"):
-        TrainingSettings(**{half: tmp_path / "x.pem"})
+        TrainingSettings(**half_pair)
     pair = TrainingSettings(tls_cert_file=tmp_path / "c.pem", tls_key_file=tmp_path / "k.pem")
     assert pair.tls_cert_file is not None
 
@@ -54,3 +56,11 @@ def test_a_server_with_half_a_tls_pair_exits_with_one_clear_line(tmp_path: Path)
     assert done.returncode == 1
     assert "invalid settings" in done.stderr and "LATENCY_TLS_KEY_FILE" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_env_names_lists_what_each_server_reads() -> None:
+    names = env_names(PredictionSettings)
+    assert {"LATENCY_MODEL_DIR", "LATENCY_WORKERS", "TRAINING_SERVER_URL", "PREDICT_PORT",
+            "MODEL_SYNC_INTERVAL_SEC"} <= names
+    assert "LATENCY_DB_URL" not in names and "LATENCY_PORT" not in names
+    assert "LATENCY_DB_URL" in env_names(TrainingSettings)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import joblib  # type: ignore[import-untyped]
-import pandas as pd  # type: ignore[import-untyped]
+import pandas as pd
 
 IN_FLIGHT = ["prefill_tokens_in_flight", "decode_tokens_in_flight"]
 ENCODER = ["encoder_matched_size", "encoder_input_size"]
@@ -51,8 +51,11 @@ def spec_frame(rows: list[dict[str, Any]], target: str, in_flight: bool, encoder
     table = pd.DataFrame(rows)
     for name in [*IN_FLIGHT, *ENCODER]:
         table[name] = table[name].astype("int64") if name in table else 0
-    pod_type = table["pod_type"].fillna("") if "pod_type" in table else ""
-    table["pod_type_cat"] = pd.Categorical(pod_type, categories=["", "prefill", "decode"])
+    if "pod_type" not in table:
+        table["pod_type"] = ""
+    table["pod_type_cat"] = pd.Categorical(
+        table["pod_type"].fillna(""), categories=["", "prefill", "decode"]
+    )
     table["is_queued"] = (table["num_request_waiting"] > 0).astype("int64")
     prefix = table["prefix_cache_score"]
     table["effective_input_tokens"] = (1.0 - prefix) * table["input_token_length"]

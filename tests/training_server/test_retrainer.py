@@ -133,7 +133,7 @@ def test_one_target_without_samples_still_trains_the_other(
 def test_failed_publish_is_recorded_and_keeps_the_current_bundle(
     tmp_path: Path, store: SampleStore, migrated_url: str, model_dir: Path
 ) -> None:
-    good, published, _ = make(tmp_path, store, migrated_url, model_dir=model_dir)
+    good, _published, _ = make(tmp_path, store, migrated_url, model_dir=model_dir)
     add(store, 400, seed=5)
     assert good.run_once() == "ok"
     current = read_current_version(model_dir)

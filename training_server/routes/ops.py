@@ -181,7 +181,8 @@ async def metrics(
         counts = store.last_counts
     for split, label in (("training_data", "train"), ("test_data", "test")):
         for target in TARGETS:
-            m.store_samples.labels(label, target.value).set(counts[split][f"{target.value}_samples"])
+            stored = counts[split][f"{target.value}_samples"]
+            m.store_samples.labels(label, target.value).set(stored)
     lines = legacy_lines(
         model_type=(bundle.model_type if bundle else settings.model_type).value,
         objective=(bundle.objective if bundle else settings.objective_type).value,

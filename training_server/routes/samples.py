@@ -22,7 +22,9 @@ _ENTRY = TypeAdapter(TrainingEntry)
 MAX_ERRORS_RETURNED = 20
 
 
-def validate_entries(rows: list[dict[str, Any]]) -> tuple[list[TrainingEntry], list[dict[str, Any]]]:
+def validate_entries(
+    rows: list[dict[str, Any]],
+) -> tuple[list[TrainingEntry], list[dict[str, Any]]]:
     """Valid entries, and FastAPI-style errors (loc body.entries.i.field) for the rest."""
     valid: list[TrainingEntry] = []
     errors: list[dict[str, Any]] = []
