@@ -31,6 +31,8 @@ FILE_NAMES = {Target.TTFT: "ttft.joblib", Target.TPOT: "tpot.joblib"}
 # predicts; our store keeps only its code, where such labels count as monolithic ("").
 POD_TYPES = ("", "prefill", "decode")
 PREFIX_BUCKETS = (0, 1, 2, 3)
+# The largest float64 below 2**63: counts up to the schema's bound cast to int64 intact.
+_INT64_CEILING = float(2**63 - 1024)
 _INTEGER_COLUMNS = frozenset(
     {
         "is_queued",
@@ -93,7 +95,7 @@ def llmd_frame(columns: Columns, names: list[str]) -> pd.DataFrame:
             buckets = FEATURES[name](columns).astype(np.int64)
             data[name] = pd.Categorical(buckets, categories=list(PREFIX_BUCKETS), ordered=True)
         elif name in _INTEGER_COLUMNS:
-            data[name] = FEATURES[name](columns).astype(np.int64)
+            data[name] = np.minimum(FEATURES[name](columns), _INT64_CEILING).astype(np.int64)
         else:
             data[name] = FEATURES[name](columns).astype(np.float64)
     return pd.DataFrame(data, columns=names)
