@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Self
 
@@ -56,6 +57,17 @@ class Derived:
 
     def __str__(self) -> str:
         return f"{self.name}={self.value} (derived from {self.source})"
+
+
+class LegacyArtifacts(StrEnum):
+    """Extra model files the trainer writes beside each bundle, for other servers to load."""
+
+    NONE = "none"
+    JOBLIB = "joblib"  # llm-d's pickled ttft/tpot.joblib (training_server.legacy)
+
+
+# What LegacyArtifacts.JOBLIB needs: the `legacy` extra (pip name -> module).
+LEGACY_LIBRARIES = {"joblib": "joblib", "scikit-learn": "sklearn", "pandas": "pandas"}
 
 
 def _unprefixed(name: str) -> AliasChoices:
@@ -172,6 +184,19 @@ class TrainingSettings(CommonSettings):
             self._derive("model_dir", _llm_d_home(path) / "models", source)
         if self._unset("db_url"):
             self._derive("db_url", f"sqlite:///{_llm_d_home(path) / 'latency.db'}", source)
+        return self
+
+    # Off by default: whoever answers the model URL runs code in any server loading these.
+    legacy_artifacts: LegacyArtifacts = LegacyArtifacts.NONE
+
+    @model_validator(mode="after")
+    def _legacy_libraries_installed(self) -> Self:
+        if self.legacy_artifacts is LegacyArtifacts.NONE:
+            return self
+        missing = [pip for pip, module in LEGACY_LIBRARIES.items() if find_spec(module) is None]
+        if missing:
+            raise ValueError(f"LATENCY_LEGACY_ARTIFACTS=joblib needs {', '.join(missing)}: "
+                             "pip install 'latency-predictor[legacy]'")
         return self
 
 
