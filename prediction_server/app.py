@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from prediction_server.lean import keep_scikit_learn_out
 from prediction_server.metrics import PredictionMetrics
 from prediction_server.routes import ops, predict
 from prediction_server.watcher import ModelWatcher
@@ -65,6 +66,7 @@ def create_app(settings: PredictionSettings) -> FastAPI:
 
 def create_app_from_env() -> FastAPI:
     """Factory for uvicorn worker processes: each builds its own app and model slot."""
+    keep_scikit_learn_out()
     settings = PredictionSettings()
     configure_logging(settings.log_level)
     return create_app(settings)
