@@ -1,15 +1,20 @@
-"""A minimal HTTP/1.1 keep-alive client on asyncio streams, for the hot path only.
+"""The hot path's HTTP/1.1 keep-alive client: h11 frames the exchange, asyncio streams
+carry the bytes.
 
 Why not httpx here: on the 2-core dev machine one sequential 100-row /predict/bulk/strict
-call cost the calling process 1.9-3.4 ms of CPU through httpx.AsyncClient (over several
-runs; httpcore also tries to import the absent `sniffio` on every request) against 0.3 ms
-as one write and one read on an asyncio stream, decoding included
-(benchmarks/bench_client.py prints both). At 500 calls/s httpx alone would take a core.
-httpx still carries the training rows (one call a second).
+call cost the calling process 1.9-3.4 ms of CPU through httpx.AsyncClient (httpcore also
+tries to import the absent `sniffio` on every request) against ~0.4 ms this way, decoding
+included (benchmarks/bench_client.py prints both). At 500 calls/s httpx alone would take a
+core. httpx still carries the training rows (one call a second).
 
-Scope: POST with a body, answers framed by Content-Length or chunked; http and https;
-idle connections reused per origin, dropped after IDLE_S (below uvicorn's 5 s keep-alive,
-so we never write into a connection the server is closing).
+Why h11 rather than parsing the answer by hand: the status line, headers, Content-Length /
+chunked / close-delimited framing and the keep-alive decision are where protocol bugs hide,
+and h11 (the state machine under uvicorn and httpcore) already gets them right. Its cost
+here is in bench_client.py's `bare_call_ms` (`http11` against `httpx`).
+
+Scope: POST with a body; http and https; idle connections reused per origin, dropped after
+IDLE_S (below uvicorn's 5 s keep-alive, so we rarely write into a connection the server is
+closing; when we do, the request goes again once on a new connection).
 """
 
 from __future__ import annotations
@@ -21,14 +26,31 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+import h11
+
 IDLE_S = 4.0
 MAX_HEAD_BYTES = 64 * 1024
-# What a failed exchange raises: the socket, a short answer, an oversized or garbled head.
-_BROKEN = (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError)
+READ_BYTES = 64 * 1024
+# What a failed exchange raises: the socket (ConnectionError included), or an answer that
+# is not HTTP/1.1 (h11.RemoteProtocolError).
+_BROKEN = (OSError, h11.ProtocolError)
 
 
 class HttpError(Exception):
     """The exchange failed: connection, TLS, or an answer that is not HTTP/1.1."""
+
+
+class _ClosedBeforeAnswer(ConnectionError):
+    """The server closed or reset the connection before one byte of the answer came: on a
+    reused connection, it was closing it while idle and never read the request."""
+
+
+@dataclass
+class _Connection:
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    framing: h11.Connection
+    idle_since: float = 0.0
 
 
 @dataclass
@@ -37,9 +59,7 @@ class _Origin:
     host: str
     port: int
     host_header: str
-    idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]] = field(
-        default_factory=list
-    )
+    idle: list[_Connection] = field(default_factory=list)
 
 
 def ssl_context(verify: ssl.SSLContext | str | bool) -> ssl.SSLContext:
@@ -53,35 +73,34 @@ def ssl_context(verify: ssl.SSLContext | str | bool) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=verify if isinstance(verify, str) else None)
 
 
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-    parts: list[bytes] = []
+async def _read_some(connection: _Connection, received: bool) -> bytes:
+    try:
+        data = await connection.reader.read(READ_BYTES)
+    except ConnectionError as exc:
+        if not received:
+            raise _ClosedBeforeAnswer(repr(exc)) from None
+        raise
+    if not data and not received:
+        raise _ClosedBeforeAnswer("closed before answering")
+    return data
+
+
+async def _receive(connection: _Connection) -> tuple[int, bytes]:
+    """Events from h11 until the answer ends; 1xx answers are skipped."""
+    framing = connection.framing
+    status, parts, received = 0, [], False
     while True:
-        size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
-        if size == 0:
-            while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers, if any
-                pass
-            return b"".join(parts)
-        parts.append(await reader.readexactly(size))
-        await reader.readexactly(2)
-
-
-async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
-    """Status, body, and whether the connection may be reused."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    lines = head.split(b"\r\n")
-    version, status = lines[0].split(b" ", 2)[:2]
-    headers = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(b":")
-        headers[name.strip().lower()] = value.strip().lower()
-    reusable = version == b"HTTP/1.1" and headers.get(b"connection") != b"close"
-    if b"content-length" in headers:
-        body = await reader.readexactly(int(headers[b"content-length"]))
-    elif headers.get(b"transfer-encoding") == b"chunked":
-        body = await _read_chunked(reader)
-    else:  # delimited by the end of the connection
-        body, reusable = await reader.read(), False
-    return int(status), body, reusable
+        event = framing.next_event()
+        if event is h11.NEED_DATA:
+            data = await _read_some(connection, received)
+            received = True
+            framing.receive_data(data)  # b"" tells h11 the server closed: ends such a body
+        elif isinstance(event, h11.Response):
+            status = event.status_code
+        elif isinstance(event, h11.Data):
+            parts.append(event.data)
+        elif isinstance(event, h11.EndOfMessage):
+            return status, b"".join(parts)
 
 
 class Http11Pool:
@@ -101,74 +120,72 @@ class Http11Pool:
             self._origins[base_url] = origin
         return origin
 
-    async def _connect(self, origin: _Origin) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _connect(self, origin: _Origin) -> _Connection:
         if origin.scheme == "https" and self._context is None:
             self._context = ssl_context(self._verify)
         context = self._context if origin.scheme == "https" else None
-        return await asyncio.open_connection(
-            origin.host, origin.port, ssl=context, limit=MAX_HEAD_BYTES
-        )
+        reader, writer = await asyncio.open_connection(origin.host, origin.port, ssl=context)
+        framing = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
+        return _Connection(reader, writer, framing)
 
-    def _reusable(
-        self, origin: _Origin
-    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    def _reusable(self, origin: _Origin) -> _Connection | None:
         now = time.monotonic()
         while origin.idle:
-            reader, writer, since = origin.idle.pop()
-            if now - since < IDLE_S and not reader.at_eof():
-                return reader, writer
-            writer.close()
+            connection = origin.idle.pop()
+            if now - connection.idle_since < IDLE_S and not connection.reader.at_eof():
+                return connection
+            connection.writer.close()
         return None
 
     async def post(
         self, base_url: str, path: str, body: bytes, headers: Mapping[str, str]
     ) -> tuple[int, bytes]:
-        """One POST; on a reused connection that turns out closed, once more on a new one.
-        Cancelling it (a timeout) closes the connection it was using."""
+        """One POST; on a reused connection the server closed while idle, once more on a
+        new one. Cancelling it (a timeout) closes the connection it was using."""
         origin = self._origin(base_url)
-        extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        request = (
-            f"POST {path} HTTP/1.1\r\nHost: {origin.host_header}\r\n{extra}"
-            f"Content-Length: {len(body)}\r\n\r\n"
-        ).encode() + body
+        head = [("Host", origin.host_header), *headers.items()]
+        head.append(("Content-Length", str(len(body))))
+        request = h11.Request(method="POST", target=path, headers=head)
         reused = self._reusable(origin)
         if reused is not None:
             try:
-                return await self._exchange(origin, *reused, request)
-            except (ConnectionError, asyncio.IncompleteReadError):
-                pass  # the server closed it while idle: nothing was processed, go again
+                return await self._exchange(origin, reused, request, body)
+            except _ClosedBeforeAnswer:
+                pass  # nothing was processed: go again on a new connection
             except _BROKEN as exc:
                 raise HttpError(f"{base_url}{path}: {exc!r}") from None
         try:
-            reader, writer = await self._connect(origin)
+            connection = await self._connect(origin)
         except OSError as exc:
             raise HttpError(f"cannot connect to {base_url}: {exc!r}") from None
         try:
-            return await self._exchange(origin, reader, writer, request)
+            return await self._exchange(origin, connection, request, body)
         except _BROKEN as exc:
             raise HttpError(f"{base_url}{path}: {exc!r}") from None
 
     async def _exchange(
-        self,
-        origin: _Origin,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        request: bytes,
+        self, origin: _Origin, connection: _Connection, request: h11.Request, body: bytes
     ) -> tuple[int, bytes]:
+        framing = connection.framing
         try:
-            writer.write(request)  # one write: head and body leave in as few packets as can be
-            status, body, reusable = await _read_response(reader)
+            out = framing.send(request) + framing.send(h11.Data(data=body))
+            connection.writer.write(out + framing.send(h11.EndOfMessage()))  # one write
+            status, answer = await _receive(connection)
         except BaseException:
-            writer.close()
+            connection.writer.close()
             raise
-        if reusable:
-            origin.idle.append((reader, writer, time.monotonic()))
+        # Both sides DONE means neither asked to close (h11 weighs Connection headers,
+        # HTTP/1.0 and close-delimited bodies); anything else is a connection to drop.
+        if framing.our_state is h11.DONE and framing.their_state is h11.DONE:
+            framing.start_next_cycle()
+            connection.idle_since = time.monotonic()
+            origin.idle.append(connection)
         else:
-            writer.close()
-        return status, body
+            connection.writer.close()
+        return status, answer
 
     async def aclose(self) -> None:
-        writers = [w for origin in self._origins.values() for _, w, _ in origin.idle]
+        writers = [c.writer for origin in self._origins.values() for c in origin.idle]
         for origin in self._origins.values():
             origin.idle.clear()
         for writer in writers:
