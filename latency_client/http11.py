@@ -1,16 +1,24 @@
-"""The hot path's HTTP/1.1 keep-alive client: h11 frames the exchange, asyncio streams
-carry the bytes.
+"""A minimal HTTP/1.1 keep-alive client on asyncio streams, for the hot path only.
 
 Why not httpx here: on the 2-core dev machine one sequential 100-row /predict/bulk/strict
-call cost the calling process 1.9-3.4 ms of CPU through httpx.AsyncClient (httpcore also
-tries to import the absent `sniffio` on every request) against ~0.4 ms this way, decoding
-included (benchmarks/bench_client.py prints both). At 500 calls/s httpx alone would take a
-core. httpx still carries the training rows (one call a second).
+call cost the calling process 1.8-2.9 ms of CPU through httpx.AsyncClient (httpcore also
+tries to import the absent `sniffio` on every request) against 0.28-0.41 ms as one write
+and one read on an asyncio stream, decoding included. At 500 calls/s httpx alone would
+take a core. httpx still carries the training rows (one call a second).
 
-Why h11 rather than parsing the answer by hand: the status line, headers, Content-Length /
-chunked / close-delimited framing and the keep-alive decision are where protocol bugs hide,
-and h11 (the state machine under uvicorn and httpcore) already gets them right. Its cost
-here is in bench_client.py's `bare_call_ms` (`http11` against `httpx`).
+Why the answer is parsed here rather than by h11 (the state machine under uvicorn and
+httpcore), though hand-written framing is where protocol bugs hide: the same pool on h11
+(one h11.Connection per socket; commit 70beb08 of branch client-h11) cost 0.16-0.30 ms
+more client CPU per call than this parser (0.42-0.67 ms, 1.5-1.7x; medians of 10
+interleaved rounds of 2,000 calls, four runs at load 8-14 on 2 cores): over the 0.15 ms a
+call the hot path can spare. h11 builds and validates a Request and runs its state machine
+over six events a call (~0.1 ms of pure Python per exchange by itself).
+`benchmarks.bench_client --bare-only --compare-pool FILE` reruns the comparison.
+What h11 would have got right is done here and tested against a real server
+(tests/latency_client/test_http11.py): Content-Length, chunked with extensions and
+trailers, Transfer-Encoding over Content-Length, 1xx answers skipped, 204/304 bodiless,
+close-delimited answers, Connection: close and HTTP/1.0 not reused, and a retry only when
+a reused connection ended before an answer's head.
 
 Scope: POST with a body; http and https; idle connections reused per origin, dropped after
 IDLE_S (below uvicorn's 5 s keep-alive, so we rarely write into a connection the server is
@@ -26,14 +34,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-import h11
-
 IDLE_S = 4.0
 MAX_HEAD_BYTES = 64 * 1024
-READ_BYTES = 64 * 1024
-# What a failed exchange raises: the socket (ConnectionError included), or an answer that
-# is not HTTP/1.1 (h11.RemoteProtocolError).
-_BROKEN = (OSError, h11.ProtocolError)
+# What a failed exchange raises: the socket, a short answer, an oversized or garbled head.
+_BROKEN = (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError)
 
 
 class HttpError(Exception):
@@ -41,16 +45,8 @@ class HttpError(Exception):
 
 
 class _ClosedBeforeAnswer(ConnectionError):
-    """The server closed or reset the connection before one byte of the answer came: on a
-    reused connection, it was closing it while idle and never read the request."""
-
-
-@dataclass
-class _Connection:
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-    framing: h11.Connection
-    idle_since: float = 0.0
+    """The connection ended before the head of an answer was complete: on a reused
+    connection, the server was closing it while idle and never answered the request."""
 
 
 @dataclass
@@ -59,7 +55,9 @@ class _Origin:
     host: str
     port: int
     host_header: str
-    idle: list[_Connection] = field(default_factory=list)
+    idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]] = field(
+        default_factory=list
+    )
 
 
 def ssl_context(verify: ssl.SSLContext | str | bool) -> ssl.SSLContext:
@@ -73,34 +71,54 @@ def ssl_context(verify: ssl.SSLContext | str | bool) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=verify if isinstance(verify, str) else None)
 
 
-async def _read_some(connection: _Connection, received: bool) -> bytes:
-    try:
-        data = await connection.reader.read(READ_BYTES)
-    except ConnectionError as exc:
-        if not received:
-            raise _ClosedBeforeAnswer(repr(exc)) from None
-        raise
-    if not data and not received:
-        raise _ClosedBeforeAnswer("closed before answering")
-    return data
-
-
-async def _receive(connection: _Connection) -> tuple[int, bytes]:
-    """Events from h11 until the answer ends; 1xx answers are skipped."""
-    framing = connection.framing
-    status, parts, received = 0, [], False
+async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+    parts: list[bytes] = []
     while True:
-        event = framing.next_event()
-        if event is h11.NEED_DATA:
-            data = await _read_some(connection, received)
-            received = True
-            framing.receive_data(data)  # b"" tells h11 the server closed: ends such a body
-        elif isinstance(event, h11.Response):
-            status = event.status_code
-        elif isinstance(event, h11.Data):
-            parts.append(event.data)
-        elif isinstance(event, h11.EndOfMessage):
-            return status, b"".join(parts)
+        size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+        if size == 0:
+            while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers, if any
+                pass
+            return b"".join(parts)
+        parts.append(await reader.readexactly(size))
+        await reader.readexactly(2)
+
+
+async def _read_head(reader: asyncio.StreamReader) -> tuple[bytes, int, dict[bytes, bytes]]:
+    """Version, status and headers (names and values lower-cased) of the final answer."""
+    while True:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except (ConnectionError, asyncio.IncompleteReadError) as exc:
+            raise _ClosedBeforeAnswer(repr(exc)) from None
+        lines = head.split(b"\r\n")
+        version, status = lines[0].split(b" ", 2)[:2]
+        if not status.isdigit() or not version.startswith(b"HTTP/1."):
+            raise ValueError(f"not an HTTP/1.x status line: {lines[0][:100]!r}")
+        if not 100 <= int(status) < 200:  # 1xx: an interim answer, the final one follows
+            break
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        headers[name.strip().lower()] = value.strip().lower()
+    return version, int(status), headers
+
+
+async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
+    """Status, body, and whether the connection may be reused."""
+    version, status, headers = await _read_head(reader)
+    reusable = version == b"HTTP/1.1" and headers.get(b"connection") != b"close"
+    coding = headers.get(b"transfer-encoding")
+    if status in (204, 304):  # never a body, whatever the headers say
+        body = b""
+    elif coding is not None:  # it wins over a Content-Length (RFC 9112 6.3)
+        if coding.rsplit(b",", 1)[-1].strip() != b"chunked":
+            return status, await reader.read(), False  # delimited by the end of the connection
+        body = await _read_chunked(reader)
+    elif b"content-length" in headers:
+        body = await reader.readexactly(int(headers[b"content-length"]))
+    else:  # delimited by the end of the connection
+        body, reusable = await reader.read(), False
+    return status, body, reusable
 
 
 class Http11Pool:
@@ -120,72 +138,75 @@ class Http11Pool:
             self._origins[base_url] = origin
         return origin
 
-    async def _connect(self, origin: _Origin) -> _Connection:
+    async def _connect(self, origin: _Origin) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if origin.scheme == "https" and self._context is None:
             self._context = ssl_context(self._verify)
         context = self._context if origin.scheme == "https" else None
-        reader, writer = await asyncio.open_connection(origin.host, origin.port, ssl=context)
-        framing = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
-        return _Connection(reader, writer, framing)
+        return await asyncio.open_connection(
+            origin.host, origin.port, ssl=context, limit=MAX_HEAD_BYTES
+        )
 
-    def _reusable(self, origin: _Origin) -> _Connection | None:
+    def _reusable(
+        self, origin: _Origin
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         now = time.monotonic()
         while origin.idle:
-            connection = origin.idle.pop()
-            if now - connection.idle_since < IDLE_S and not connection.reader.at_eof():
-                return connection
-            connection.writer.close()
+            reader, writer, since = origin.idle.pop()
+            if now - since < IDLE_S and not reader.at_eof():
+                return reader, writer
+            writer.close()
         return None
 
     async def post(
         self, base_url: str, path: str, body: bytes, headers: Mapping[str, str]
     ) -> tuple[int, bytes]:
-        """One POST; on a reused connection the server closed while idle, once more on a
-        new one. Cancelling it (a timeout) closes the connection it was using."""
+        """One POST; on a reused connection that ends before an answer, once more on a new
+        one (an answer cut short is an error). Cancelling it (a timeout) closes the
+        connection it was using."""
         origin = self._origin(base_url)
-        head = [("Host", origin.host_header), *headers.items()]
-        head.append(("Content-Length", str(len(body))))
-        request = h11.Request(method="POST", target=path, headers=head)
+        extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        request = (
+            f"POST {path} HTTP/1.1\r\nHost: {origin.host_header}\r\n{extra}"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
         reused = self._reusable(origin)
         if reused is not None:
             try:
-                return await self._exchange(origin, reused, request, body)
+                return await self._exchange(origin, *reused, request)
             except _ClosedBeforeAnswer:
-                pass  # nothing was processed: go again on a new connection
+                pass  # the server closed it while idle: go again on a new connection
             except _BROKEN as exc:
                 raise HttpError(f"{base_url}{path}: {exc!r}") from None
         try:
-            connection = await self._connect(origin)
+            reader, writer = await self._connect(origin)
         except OSError as exc:
             raise HttpError(f"cannot connect to {base_url}: {exc!r}") from None
         try:
-            return await self._exchange(origin, connection, request, body)
+            return await self._exchange(origin, reader, writer, request)
         except _BROKEN as exc:
             raise HttpError(f"{base_url}{path}: {exc!r}") from None
 
     async def _exchange(
-        self, origin: _Origin, connection: _Connection, request: h11.Request, body: bytes
+        self,
+        origin: _Origin,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        request: bytes,
     ) -> tuple[int, bytes]:
-        framing = connection.framing
         try:
-            out = framing.send(request) + framing.send(h11.Data(data=body))
-            connection.writer.write(out + framing.send(h11.EndOfMessage()))  # one write
-            status, answer = await _receive(connection)
+            writer.write(request)  # one write: head and body leave in as few packets as can be
+            status, body, reusable = await _read_response(reader)
         except BaseException:
-            connection.writer.close()
+            writer.close()
             raise
-        # Both sides DONE means neither asked to close (h11 weighs Connection headers,
-        # HTTP/1.0 and close-delimited bodies); anything else is a connection to drop.
-        if framing.our_state is h11.DONE and framing.their_state is h11.DONE:
-            framing.start_next_cycle()
-            connection.idle_since = time.monotonic()
-            origin.idle.append(connection)
+        if reusable:
+            origin.idle.append((reader, writer, time.monotonic()))
         else:
-            connection.writer.close()
-        return status, answer
+            writer.close()
+        return status, body
 
     async def aclose(self) -> None:
-        writers = [c.writer for origin in self._origins.values() for c in origin.idle]
+        writers = [w for origin in self._origins.values() for _, w, _ in origin.idle]
         for origin in self._origins.values():
             origin.idle.clear()
         for writer in writers:
