@@ -18,6 +18,7 @@ from shared.settings import PredictionSettings
 from shared.slot import BundleSlot
 from shared.web import auth
 from shared.web.limits import RequestLimits, refused_counter
+from shared.web.server import configure_logging
 
 # A new bundle is loaded and compiled in a worker thread; with CPython's default 5 ms GIL
 # switch interval a request arriving meanwhile could wait that long for the interpreter.
@@ -64,4 +65,6 @@ def create_app(settings: PredictionSettings) -> FastAPI:
 
 def create_app_from_env() -> FastAPI:
     """Factory for uvicorn worker processes: each builds its own app and model slot."""
-    return create_app(PredictionSettings())
+    settings = PredictionSettings()
+    configure_logging(settings.log_level)
+    return create_app(settings)
