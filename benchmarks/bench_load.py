@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import tempfile
@@ -33,21 +34,22 @@ import orjson
 
 from benchmarks.bench_predict import pin, request_bytes, rss_mb
 from benchmarks.traces import all_trace_rows, prediction_rows, resample
+from latency_cli.processes import ServerProcess, free_port
 from shared.decoding import decode_prediction_rows
 from shared.predictor import load_bundle
 from shared.targets import TARGETS
-from tests.live import LiveServer, free_port
 
 CONNECTIONS = 32
 PROCESSING_VERSION = re.compile(rb'"model_version":"([^"]+)"}$')
 
 
 def say(text: str = "") -> None:
-    print(text, flush=True)  # noqa: T201 (benchmark output)
+    print(text, flush=True)
 
 
-async def fire(port: int, request: bytes, rate: float, seconds: float,
-               answers: list[tuple[float, int, bytes]]) -> None:
+async def fire(
+    port: int, request: bytes, rate: float, seconds: float, answers: list[tuple[float, int, bytes]]
+) -> None:
     """Open loop: call k is due at start + k / rate; its latency counts from then."""
     slots: asyncio.Queue[float] = asyncio.Queue()
     start = time.perf_counter() + 0.05
@@ -62,7 +64,9 @@ async def fire(port: int, request: bytes, rate: float, seconds: float,
                     return
                 writer.write(request)
                 head = await reader.readuntil(b"\r\n\r\n")
-                length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+                length_field = re.search(rb"(?i)content-length: *(\d+)", head)
+                assert length_field is not None, head
+                length = int(length_field.group(1))
                 body = await reader.readexactly(length)
                 status = int(head.split(b" ", 2)[1])
                 answers.append(((time.perf_counter() - due) * 1000.0, status, body))
@@ -81,8 +85,9 @@ async def fire(port: int, request: bytes, rate: float, seconds: float,
     await asyncio.wait_for(asyncio.gather(*workers), timeout=60)
 
 
-def check(answers: list[tuple[float, int, bytes]], model_dir: Path, rows: list[dict[str, Any]]
-          ) -> dict[str, Any]:
+def check(
+    answers: list[tuple[float, int, bytes]], model_dir: Path, rows: list[dict[str, Any]]
+) -> dict[str, Any]:
     columns = decode_prediction_rows(rows)
     expected: dict[str, dict[Any, np.ndarray]] = {}
     errors = mixed = 0
@@ -104,12 +109,18 @@ def check(answers: list[tuple[float, int, bytes]], model_dir: Path, rows: list[d
             if not np.allclose(ratio, ratio[0], rtol=1e-6):
                 mixed += 1
                 break
-    return {"errors": errors, "mixed": mixed, "versions": versions, "server_ms": server_ms,
-            "near_swaps": near_swaps([a for a in answers if a[1] == 200])}
+    return {
+        "errors": errors,
+        "mixed": mixed,
+        "versions": versions,
+        "server_ms": server_ms,
+        "near_swaps": near_swaps([a for a in answers if a[1] == 200]),
+    }
 
 
-def near_swaps(answers: list[tuple[float, int, bytes]], before: int = 100,
-               after: int = 20) -> set[int]:
+def near_swaps(
+    answers: list[tuple[float, int, bytes]], before: int = 100, after: int = 20
+) -> set[int]:
     """Indexes (among these answers, all 200s) of those around each version change (0.5 s
     before, 0.1 s after at 200 calls/s): the calls a bundle load in the server could slow."""
     versions = [PROCESSING_VERSION.search(body) for _, _, body in answers]
@@ -132,21 +143,27 @@ def main() -> None:
     cpus = sorted(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
         workdir = Path(tmp)
-        env = {"LATENCY_DB_URL": f"sqlite:///{workdir / 'store.db'}",
-               "LATENCY_MODEL_DIR": str(workdir / "models"), "LATENCY_WORKERS": "1",
-               "LATENCY_RETRAINING_INTERVAL_SEC": "10", "MODEL_SYNC_INTERVAL_SEC": "1",
-               "LATENCY_KEEP_MODEL_VERSIONS": "50"}
-        trainer = LiveServer("training_server", free_port(), env, workdir / "training.log")
-        predictor = LiveServer("prediction_server", free_port(), env, workdir / "prediction.log")
+        env = {
+            "LATENCY_DB_URL": f"sqlite:///{workdir / 'store.db'}",
+            "LATENCY_MODEL_DIR": str(workdir / "models"),
+            "LATENCY_WORKERS": "1",
+            "LATENCY_RETRAINING_INTERVAL_SEC": "10",
+            "MODEL_SYNC_INTERVAL_SEC": "1",
+            "LATENCY_KEEP_MODEL_VERSIONS": "50",
+        }
+        trainer = ServerProcess("training_server", free_port(), env, workdir / "training.log")
+        predictor = ServerProcess("prediction_server", free_port(), env, workdir / "prediction.log")
         try:
             trainer.start()
             predictor.start()
-            pin(predictor.proc.pid, cpus[:1])
-            pin(trainer.proc.pid, cpus[1:] or cpus[:1])
+            pin(predictor.pid, cpus[:1])
+            pin(trainer.pid, cpus[1:] or cpus[:1])
             pin(os.getpid(), cpus[1:] or cpus[:1])
             client = httpx.Client(timeout=30, trust_env=False)
-            client.post(f"{trainer.url}/add_training_data_bulk",
-                        json={"entries": resample(trace, 5_000, seed=1)}).raise_for_status()
+            client.post(
+                f"{trainer.url}/add_training_data_bulk",
+                json={"entries": resample(trace, 5_000, seed=1)},
+            ).raise_for_status()
             client.post(f"{trainer.url}/retrain").raise_for_status()
             deadline = time.monotonic() + 30
             while client.get(f"{predictor.url}/status").json()["cold_start"]:
@@ -156,9 +173,9 @@ def main() -> None:
             request = request_bytes(predictor.port, orjson.dumps({"requests": rows}))
             asyncio.run(fire(predictor.port, request, args.rate, 3.0, []))  # warm-up, unscored
             idle: list[tuple[float, int, bytes]] = []
-            rss = [rss_mb(predictor.proc.pid)]
+            rss = [rss_mb(predictor.pid)]
             asyncio.run(fire(predictor.port, request, args.rate, args.idle_seconds, idle))
-            rss.append(rss_mb(predictor.proc.pid))
+            rss.append(rss_mb(predictor.pid))
             loaded: list[tuple[float, int, bytes]] = []
             feeding = asyncio.Event()
 
@@ -167,14 +184,13 @@ def main() -> None:
                     k = 0
                     while not feeding.is_set():
                         batch = resample(trace, 1_000, seed=100 + k)
-                        await http.post(f"{trainer.url}/add_training_data_bulk",
-                                        json={"entries": batch})
-                        rss.append(rss_mb(predictor.proc.pid))
+                        await http.post(
+                            f"{trainer.url}/add_training_data_bulk", json={"entries": batch}
+                        )
+                        rss.append(rss_mb(predictor.pid))
                         k += 1
-                        try:
+                        with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(feeding.wait(), timeout=1.0)
-                        except TimeoutError:
-                            pass
 
             async def under_load() -> None:
                 feeder = asyncio.create_task(feed())
@@ -193,26 +209,36 @@ def main() -> None:
     load_ms = [a[0] for a in loaded]
     p = np.percentile
     ok = [r for r in retrains["retrains"] if r["status"] == "ok"]
-    say(f"## load run: 100-row calls at {args.rate:g}/s; idle {args.idle_seconds:g} s, then "
-        f"{args.seconds:g} s with 1,000 rows/s into the trainer ({len(ok)} retrains)")
+    say(
+        f"## load run: 100-row calls at {args.rate:g}/s; idle {args.idle_seconds:g} s, then "
+        f"{args.seconds:g} s with 1,000 rows/s into the trainer ({len(ok)} retrains)"
+    )
     idle_s, load_s = idle_check["server_ms"], load_check["server_ms"]
-    say(f"idle: {len(idle_ms)} calls, client p50 {p(idle_ms, 50):.2f} / p99 "
+    say(
+        f"idle: {len(idle_ms)} calls, client p50 {p(idle_ms, 50):.2f} / p99 "
         f"{p(idle_ms, 99):.2f} ms, server p50 {p(idle_s, 50):.2f} / p99 {p(idle_s, 99):.2f} ms,"
-        f" errors {idle_check['errors']}, mixed answers {idle_check['mixed']}")
-    say(f"load: {len(load_ms)} calls, client p50 {p(load_ms, 50):.2f} / p99 "
+        f" errors {idle_check['errors']}, mixed answers {idle_check['mixed']}"
+    )
+    say(
+        f"load: {len(load_ms)} calls, client p50 {p(load_ms, 50):.2f} / p99 "
         f"{p(load_ms, 99):.2f} ms ({p(load_ms, 99) / p(idle_ms, 99):.2f}x idle), server p50 "
         f"{p(load_s, 50):.2f} / p99 {p(load_s, 99):.2f} ms ({p(load_s, 99) / p(idle_s, 99):.2f}x"
         f" idle), errors {load_check['errors']}, mixed answers {load_check['mixed']}, "
-        f"versions served {len(load_check['versions'])}")
+        f"versions served {len(load_check['versions'])}"
+    )
     near = load_check["near_swaps"]
     around = [v for i, v in enumerate(load_s) if i in near]
     away = [v for i, v in enumerate(load_s) if i not in near]
     if around:
-        say(f"load, server side: {len(around)} calls around bundle swaps p50 "
+        say(
+            f"load, server side: {len(around)} calls around bundle swaps p50 "
             f"{p(around, 50):.2f} / p99 {p(around, 99):.2f} ms; {len(away)} others p50 "
-            f"{p(away, 50):.2f} / p99 {p(away, 99):.2f} ms")
-    say(f"prediction server RSS: start {rss[0]:.0f} MB, after idle {rss[1]:.0f} MB, "
-        f"max {max(rss):.0f} MB, end {rss[-1]:.0f} MB")
+            f"{p(away, 50):.2f} / p99 {p(away, 99):.2f} ms"
+        )
+    say(
+        f"prediction server RSS: start {rss[0]:.0f} MB, after idle {rss[1]:.0f} MB, "
+        f"max {max(rss):.0f} MB, end {rss[-1]:.0f} MB"
+    )
 
 
 if __name__ == "__main__":

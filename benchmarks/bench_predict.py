@@ -26,6 +26,7 @@ import re
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,18 +34,18 @@ import numpy as np
 import orjson
 
 from benchmarks.traces import all_trace_rows, prediction_rows, resample
+from latency_cli.processes import ServerProcess, free_port
 from shared.backends import backend_for
 from shared.features import build_matrix, columns_from_dicts
 from shared.predictor import LoadedBundle, load_current_bundle
 from shared.schemas import PredictionRequest, TrainingEntry
 from shared.settings import TrainingSettings
-from shared.targets import TARGETS
+from shared.targets import TARGETS, Target
 from shared.tree_eval import EVALUATOR
-from tests.live import LiveServer, free_port
 from training_server.db import make_engine
 from training_server.metrics import TrainingMetrics
 from training_server.migrate import upgrade
-from training_server.retrainer import Retrainer
+from training_server.retrainer import Retrainer, trainer_slot
 from training_server.store import SampleStore
 
 PROCESSING = re.compile(rb'"processing_time_ms":([0-9.eE+-]+)')
@@ -52,7 +53,7 @@ MAX_CALLS_PER_CELL = 200_000
 
 
 def say(text: str = "") -> None:
-    print(text, flush=True)  # noqa: T201 (benchmark output)
+    print(text, flush=True)
 
 
 def train_bundle(model_dir: Path, workdir: Path) -> LoadedBundle:
@@ -60,10 +61,11 @@ def train_bundle(model_dir: Path, workdir: Path) -> LoadedBundle:
     upgrade(url)
     engine = make_engine(url)
     store = SampleStore(engine, test_ratio=0.1)
-    store.add_samples([TrainingEntry.model_validate(r)
-                       for r in resample(all_trace_rows(), 20_000, seed=3)])
+    store.add_samples(
+        [TrainingEntry.model_validate(r) for r in resample(all_trace_rows(), 20_000, seed=3)]
+    )
     settings = TrainingSettings(db_url=url, model_dir=model_dir)
-    Retrainer(settings, store, TrainingMetrics(), on_publish=lambda b: None).run_once()
+    Retrainer(settings, store, TrainingMetrics(), trainer_slot(settings)).run_once()
     engine.dispose()
     bundle = load_current_bundle(model_dir)
     assert bundle is not None and all(bundle.has_model(t) for t in TARGETS)
@@ -78,13 +80,21 @@ def pin(pid: int, cpus: list[int]) -> None:
 
 
 def request_bytes(port: int, body: bytes) -> bytes:
-    head = (f"POST /predict/bulk/strict HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
+    head = (
+        f"POST /predict/bulk/strict HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
     return head.encode() + body
 
 
-async def one_connection(port: int, request: bytes, stop_at: float, budget: list[int],
-                         client_ms: list[float], server_ms: list[float]) -> int:
+async def one_connection(
+    port: int,
+    request: bytes,
+    stop_at: float,
+    budget: list[int],
+    client_ms: list[float],
+    server_ms: list[float],
+) -> int:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     errors = 0
     try:
@@ -93,7 +103,9 @@ async def one_connection(port: int, request: bytes, stop_at: float, budget: list
             t0 = time.perf_counter()
             writer.write(request)
             head = await reader.readuntil(b"\r\n\r\n")
-            length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+            length_field = re.search(rb"(?i)content-length: *(\d+)", head)
+            assert length_field is not None, head
+            length = int(length_field.group(1))
             body = await reader.readexactly(length)
             client_ms.append((time.perf_counter() - t0) * 1000.0)
             if not head.startswith(b"HTTP/1.1 200"):
@@ -112,13 +124,20 @@ async def drive(port: int, body: bytes, concurrency: int, seconds: float) -> dic
     server_ms: list[float] = []
     budget = [MAX_CALLS_PER_CELL]
     started = time.perf_counter()
-    errors = await asyncio.gather(*[
-        one_connection(port, request, started + seconds, budget, client_ms, server_ms)
-        for _ in range(concurrency)
-    ])
+    errors = await asyncio.gather(
+        *[
+            one_connection(port, request, started + seconds, budget, client_ms, server_ms)
+            for _ in range(concurrency)
+        ]
+    )
     elapsed = time.perf_counter() - started
-    return {"calls": len(client_ms), "errors": sum(errors), "elapsed": elapsed,
-            "client_ms": client_ms, "server_ms": server_ms}
+    return {
+        "calls": len(client_ms),
+        "errors": sum(errors),
+        "elapsed": elapsed,
+        "client_ms": client_ms,
+        "server_ms": server_ms,
+    }
 
 
 def pct(values: list[float], q: float) -> float:
@@ -146,7 +165,7 @@ def metrics_call() -> float:
     """Seconds per call of what the server's Prometheus metrics add to a strict call."""
     from prometheus_client import CollectorRegistry
 
-    from shared.predict_metrics import PredictMetrics
+    from shared.web.predict_metrics import PredictMetrics
 
     metrics = PredictMetrics(CollectorRegistry())
     return time_per_call(lambda: metrics.observe("strict", 0.0004, 100))
@@ -159,6 +178,12 @@ def naive_call(bundle: LoadedBundle, body: bytes) -> float:
 
     from shared.features import FEATURES
 
+    boosters: dict[Target, xgb.Booster] = {}
+    for t in TARGETS:
+        booster = bundle.models[t]
+        assert isinstance(booster, xgb.Booster)  # the shipped settings train XGBoost
+        boosters[t] = booster
+
     def handle() -> bytes:
         rows = [PredictionRequest(**r) for r in json.loads(body)["requests"]]
         frame = pd.DataFrame([r.model_dump() for r in rows])
@@ -166,22 +191,35 @@ def naive_call(bundle: LoadedBundle, body: bytes) -> float:
         out = {}
         for t in TARGETS:
             names = bundle.features[t]
-            features = pd.DataFrame({n: FEATURES[n]({c: frame[c].to_numpy(dtype=float)
-                                                     for c in frame.columns if c != "pod_type"})
-                                     for n in names})
-            out[t.value] = bundle.models[t].predict(xgb.DMatrix(features))
-        return json.dumps({"predictions": [
-            {"ttft_ms": float(a), "tpot_ms": float(b)}
-            for a, b in zip(out["ttft"], out["tpot"], strict=True)
-        ]}).encode()
+            features = pd.DataFrame(
+                {
+                    n: FEATURES[n](
+                        {
+                            c: frame[c].to_numpy(dtype=float)
+                            for c in frame.columns
+                            if c != "pod_type"
+                        }
+                    )
+                    for n in names
+                }
+            )
+            out[t.value] = boosters[t].predict(xgb.DMatrix(features))
+        return json.dumps(
+            {
+                "predictions": [
+                    {"ttft_ms": float(a), "tpot_ms": float(b)}
+                    for a, b in zip(out["ttft"], out["tpot"], strict=True)
+                ]
+            }
+        ).encode()
 
     return time_per_call(handle)
 
 
-def time_per_call(fn: Any, seconds: float = 1.0) -> float:
+def time_per_call(fn: Callable[[], object], seconds: float = 1.0) -> float:
     for _ in range(5):
         fn()
-    times = []
+    times: list[float] = []
     stop = time.perf_counter() + seconds
     while time.perf_counter() < stop and len(times) < 100_000:
         t0 = time.perf_counter()
@@ -212,36 +250,46 @@ def main() -> None:
         workdir = Path(tmp)
         bundle = train_bundle(workdir / "models", workdir)
         env = {"LATENCY_MODEL_DIR": str(workdir / "models"), "LATENCY_WORKERS": "1"}
-        server = LiveServer("prediction_server", free_port(), env, workdir / "server.log")
+        server = ServerProcess("prediction_server", free_port(), env, workdir / "server.log")
         server.start()
         try:
-            pin(server.proc.pid, server_cpu)
+            pin(server.pid, server_cpu)
             pin(os.getpid(), client_cpus)
-            say(f"bundle {bundle.version}: {len(bundle.features)} targets, tree walk "
+            say(
+                f"bundle {bundle.version}: {len(bundle.features)} targets, tree walk "
                 f"{EVALUATOR}; server pid "
-                f"{server.proc.pid} on CPU {server_cpu}, client on CPU {client_cpus}; "
-                f"RSS {rss_mb(server.proc.pid):.0f} MB")
-            say(f"\n{'rows':>5} {'conc':>5} {'calls/s':>9} {'rows/s':>10} {'client p50':>10} "
-                f"{'p99':>7} {'server p50':>10} {'p99':>7} {'errors':>6}")
+                f"{server.pid} on CPU {server_cpu}, client on CPU {client_cpus}; "
+                f"RSS {rss_mb(server.pid):.0f} MB"
+            )
+            say(
+                f"\n{'rows':>5} {'conc':>5} {'calls/s':>9} {'rows/s':>10} {'client p50':>10} "
+                f"{'p99':>7} {'server p50':>10} {'p99':>7} {'errors':>6}"
+            )
             results: dict[tuple[int, int], dict[str, Any]] = {}
             for batch in batches:
-                body = orjson.dumps({"requests": prediction_rows(resample(trace, batch, seed=batch))})
+                body = orjson.dumps(
+                    {"requests": prediction_rows(resample(trace, batch, seed=batch))}
+                )
                 asyncio.run(drive(server.port, body, 1, 0.3))  # warm-up
                 for level in levels:
                     r = asyncio.run(drive(server.port, body, level, args.seconds))
                     results[(batch, level)] = r
                     calls_s = r["calls"] / r["elapsed"]
-                    say(f"{batch:5d} {level:5d} {calls_s:9.0f} {calls_s * batch:10.0f} "
+                    say(
+                        f"{batch:5d} {level:5d} {calls_s:9.0f} {calls_s * batch:10.0f} "
                         f"{pct(r['client_ms'], 50):10.3f} {pct(r['client_ms'], 99):7.3f} "
                         f"{pct(r['server_ms'], 50):10.3f} {pct(r['server_ms'], 99):7.3f} "
-                        f"{r['errors']:6d}")
-            rss = rss_mb(server.proc.pid)
+                        f"{r['errors']:6d}"
+                    )
+            rss = rss_mb(server.pid)
         finally:
             server.stop()
         say(f"\nserver RSS after the run: {rss:.0f} MB")
-        say(f"\n## references in this process, same rows and model (rows/s)\n"
+        say(
+            f"\n## references in this process, same rows and model (rows/s)\n"
             f"{'rows':>5} {'bare model':>11} {'our walk':>10} {'naive':>9} {'server best':>11} "
-            f"{'server/naive':>12} {'bare/server':>11}")
+            f"{'server/naive':>12} {'bare/server':>11}"
+        )
         for batch in batches:
             rows = prediction_rows(resample(trace, batch, seed=batch))
             body = orjson.dumps({"requests": rows})
@@ -249,16 +297,22 @@ def main() -> None:
             bare = batch / bare_call(bundle, validated)
             walk = batch / walk_call(bundle, validated)
             naive = batch / naive_call(bundle, body)
-            best = max(results[(batch, c)]["calls"] / results[(batch, c)]["elapsed"] * batch
-                       for c in levels)
-            say(f"{batch:5d} {bare:11.0f} {walk:10.0f} {naive:9.0f} {best:11.0f} "
+            best = max(
+                results[(batch, c)]["calls"] / results[(batch, c)]["elapsed"] * batch
+                for c in levels
+            )
+            say(
+                f"{batch:5d} {bare:11.0f} {walk:10.0f} {naive:9.0f} {best:11.0f} "
                 f"{best / naive:12.1f} "
-                f"{bare / best:11.1f}")
+                f"{bare / best:11.1f}"
+            )
         cost_us = metrics_call() * 1e6
         server_us = [pct(results[(b, c)]["server_ms"], 50) * 1000 for b in batches for c in levels]
-        say(f"\nPrometheus metrics per strict call: {cost_us:.1f} us = "
+        say(
+            f"\nPrometheus metrics per strict call: {cost_us:.1f} us = "
             f"{100 * cost_us / max(server_us):.1f}-{100 * cost_us / min(server_us):.1f} % of the "
-            f"server's own p50 above")
+            f"server's own p50 above"
+        )
 
 
 if __name__ == "__main__":

@@ -29,12 +29,12 @@ from shared.targets import Target
 from training_server.db import make_engine
 from training_server.metrics import TrainingMetrics
 from training_server.migrate import upgrade
-from training_server.retrainer import Retrainer
+from training_server.retrainer import Retrainer, trainer_slot
 from training_server.store import SampleStore
 
 
 def say(text: str) -> None:
-    print(text, flush=True)  # noqa: T201 (benchmark output)
+    print(text, flush=True)
 
 
 def main() -> None:
@@ -64,7 +64,7 @@ def main() -> None:
             retraining_interval_sec=args.interval,
             max_training_data_size_per_bucket=10_000_000, max_test_data_size=1_000_000,
         )
-        retrainer = Retrainer(settings, store, TrainingMetrics(), on_publish=lambda b: None)
+        retrainer = Retrainer(settings, store, TrainingMetrics(), trainer_slot(settings))
         window_t0 = time.perf_counter()
         store.window(Target.TTFT, test=False, limit=settings.max_training_window)
         window_s = time.perf_counter() - window_t0

@@ -22,18 +22,18 @@ from pathlib import Path
 import httpx
 
 from benchmarks.traces import all_trace_rows, prediction_rows, resample
+from latency_cli.processes import ServerProcess, free_port
 from shared.schemas import TrainingEntry
 from shared.settings import TrainingSettings
-from tests.live import LiveServer, free_port
 from training_server.db import make_engine
 from training_server.metrics import TrainingMetrics
 from training_server.migrate import upgrade
-from training_server.retrainer import Retrainer
+from training_server.retrainer import Retrainer, trainer_slot
 from training_server.store import SampleStore
 
 
 def say(text: str) -> None:
-    print(text, flush=True)  # noqa: T201 (benchmark output)
+    print(text, flush=True)
 
 
 def bench_retrain(sizes: list[int], workdir: Path) -> None:
@@ -54,7 +54,7 @@ def bench_retrain(sizes: list[int], workdir: Path) -> None:
             # retention raised so the whole n is trained on (default caps 10k per bucket)
             max_training_data_size_per_bucket=1_000_000, max_test_data_size=1_000_000,
         )
-        retrainer = Retrainer(settings, store, TrainingMetrics(), on_publish=lambda b: None)
+        retrainer = Retrainer(settings, store, TrainingMetrics(), trainer_slot(settings))
         t0 = time.perf_counter()
         outcome = retrainer.run_once()
         elapsed = time.perf_counter() - t0
@@ -65,7 +65,7 @@ def bench_retrain(sizes: list[int], workdir: Path) -> None:
         engine.dispose()
 
 
-def _served(predictors: list[LiveServer]) -> set[str]:
+def _served(predictors: list[ServerProcess]) -> set[str]:
     return {httpx.get(f"{p.url}/status").json()["model_version"] for p in predictors}
 
 
@@ -76,8 +76,8 @@ def bench_live(workdir: Path, calls: int, cycles: int) -> None:
         "LATENCY_MODEL_DIR": str(workdir / "live-models"),
         "LATENCY_RETRAINING_INTERVAL_SEC": "10",
     }
-    trainer = LiveServer("training_server", free_port(), env, workdir / "training.log")
-    predictors = [LiveServer("prediction_server", free_port(), env, workdir / f"pred-{i}.log")
+    trainer = ServerProcess("training_server", free_port(), env, workdir / "training.log")
+    predictors = [ServerProcess("prediction_server", free_port(), env, workdir / f"pred-{i}.log")
                   for i in range(2)]
     try:
         trainer.start()

@@ -19,15 +19,16 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 from sqlalchemy import create_engine, text
 
 from benchmarks.traces import all_trace_rows, prediction_rows, resample
+from latency_cli.processes import ServerProcess, free_port
+from latency_cli.synthetic import publish_trained_bundle
 from shared.schemas import TrainingEntry
 from shared.targets import Target
-from tests.conftest import publish_trained_bundle
-from tests.live import LiveServer, free_port
 from training_server.db import make_engine
 from training_server.migrate import upgrade
 from training_server.store import SampleStore
@@ -36,7 +37,7 @@ PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
 def say(line: str) -> None:
-    print(line, flush=True)  # noqa: T201 (benchmark output)
+    print(line, flush=True)
 
 
 def rss_mb(pid: int) -> float:
@@ -65,8 +66,8 @@ class PgSchema:
         engine.dispose()
 
 
-def ingest_rate(url: str, batches: list[list[dict]], senders: int) -> float:
-    def send(batch: list[dict]) -> int:
+def ingest_rate(url: str, batches: list[list[dict[str, Any]]], senders: int) -> float:
+    def send(batch: list[dict[str, Any]]) -> int:
         reply = httpx.post(f"{url}/add_training_data_bulk", json={"entries": batch}, timeout=60)
         return len(batch) if reply.status_code == 202 else 0
 
@@ -78,17 +79,20 @@ def ingest_rate(url: str, batches: list[list[dict]], senders: int) -> float:
 
 def bench_ingest(label: str, db_url: str, workdir: Path, n_batches: int) -> None:
     rows = all_trace_rows()
-    env = {"LATENCY_DB_URL": db_url, "LATENCY_MODEL_DIR": str(workdir / f"models-{label}"),
-           "LATENCY_RETRAINING_INTERVAL_SEC": "3600"}  # ingestion only, no retrain
-    server = LiveServer("training_server", free_port(), env, workdir / f"train-{label}.log")
+    env = {
+        "LATENCY_DB_URL": db_url,
+        "LATENCY_MODEL_DIR": str(workdir / f"models-{label}"),
+        "LATENCY_RETRAINING_INTERVAL_SEC": "3600",
+    }  # ingestion only, no retrain
+    server = ServerProcess("training_server", free_port(), env, workdir / f"train-{label}.log")
     server.start()
     try:
         assert server.proc is not None
-        idle = rss_mb(server.proc.pid)
+        idle = rss_mb(server.pid)
         batches = [resample(rows, 1000, seed=i) for i in range(n_batches)]
         sequential = ingest_rate(server.url, batches[: n_batches // 2], 1)
-        concurrent = ingest_rate(server.url, batches[n_batches // 2:], 4)
-        loaded = rss_mb(server.proc.pid)
+        concurrent = ingest_rate(server.url, batches[n_batches // 2 :], 4)
+        loaded = rss_mb(server.pid)
         say(f"{label:>10} {sequential:12.0f} {concurrent:12.0f} {idle:9.0f} {loaded:11.0f}")
     finally:
         server.stop()
@@ -101,24 +105,26 @@ def bench_window(label: str, db_url: str, n: int) -> None:
     entries = [TrainingEntry.model_validate(r) for r in resample(all_trace_rows(), n, seed=1)]
     t0 = time.perf_counter()
     for i in range(0, n, 10_000):
-        store.add_samples(entries[i:i + 10_000])
+        store.add_samples(entries[i : i + 10_000])
     insert_s = time.perf_counter() - t0
     timings = []
     for limit in (None, 100_000, 20_000):
         t0 = time.perf_counter()
         _, y = store.window(Target.TTFT, test=False, limit=limit)
         timings.append(f"{len(y):>7} rows {time.perf_counter() - t0:6.2f}s")
-    say(f"{label:>10} {n:>8} stored in {insert_s:5.1f}s ({n / insert_s:6.0f} rows/s in-process);"
-        f" window: {'; '.join(timings)}")
+    say(
+        f"{label:>10} {n:>8} stored in {insert_s:5.1f}s ({n / insert_s:6.0f} rows/s in-process);"
+        f" window: {'; '.join(timings)}"
+    )
     engine.dispose()
 
 
 def bench_prediction_rss(workdir: Path, model_dir: Path, calls: int) -> None:
     env = {"LATENCY_MODEL_DIR": str(model_dir), "LATENCY_WORKERS": "1"}
-    server = LiveServer("prediction_server", free_port(), env, workdir / "pred.log").start()
+    server = ServerProcess("prediction_server", free_port(), env, workdir / "pred.log").start()
     try:
         assert server.proc is not None
-        idle = rss_mb(server.proc.pid)
+        idle = rss_mb(server.pid)
         body = {"requests": prediction_rows(resample(all_trace_rows(), 100, seed=3))}
         with httpx.Client(timeout=10) as client:
             deadline = time.monotonic() + 60
@@ -126,8 +132,10 @@ def bench_prediction_rss(workdir: Path, model_dir: Path, calls: int) -> None:
                 if time.monotonic() > deadline:
                     break
                 client.post(f"{server.url}/predict/bulk/strict", json=body)
-        say(f"prediction server RSS: idle {idle:.0f} MB, after {calls} 100-row calls "
-            f"{rss_mb(server.proc.pid):.0f} MB")
+        say(
+            f"prediction server RSS: idle {idle:.0f} MB, after {calls} 100-row calls "
+            f"{rss_mb(server.pid):.0f} MB"
+        )
     finally:
         server.stop()
 
@@ -141,8 +149,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
         work = Path(tmp)
         say("\n## ingestion through the training server, bulk 1,000 rows")
-        say(f"{'store':>10} {'seq rows/s':>12} {'4x rows/s':>12} {'idle RSS':>9} "
-            f"{'loaded RSS':>11}  (MB)")
+        say(
+            f"{'store':>10} {'seq rows/s':>12} {'4x rows/s':>12} {'idle RSS':>9} "
+            f"{'loaded RSS':>11}  (MB)"
+        )
         bench_ingest("sqlite", f"sqlite:///{work / 'ingest.db'}", work, args.batches)
         with PgSchema(args.pg_url) as url:
             bench_ingest("postgresql", url, work, args.batches)

@@ -56,14 +56,14 @@ def main() -> None:
     args = parser.parse_args()
     names = args.trace or ["sharegpt-h200", "chatbot-synthetic-h200"]
     header = ["trace", "target", *(f"{k} {w}" for k in ("causal", "hindsight") for w in WINDOWS)]
-    print(" | ".join(header))  # noqa: T201 (benchmark output)
+    print(" | ".join(header))
     for name in names:
         rows = load_trace(name)
         for target in TARGETS:
             actual = np.array([float(r.get(target.actual_field) or 0) for r in rows])
             r = ratios(actual, args.rows_per_batch)
             cells = [f"{r[f'{k} {w}']:.2f}" for k in ("causal", "hindsight") for w in WINDOWS]
-            print(" | ".join([name, target.value, *cells]))  # noqa: T201
+            print(" | ".join([name, target.value, *cells]))
 
 
 if __name__ == "__main__":

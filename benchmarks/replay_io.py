@@ -13,8 +13,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from benchmarks.traces import TRACE_DIR, load_trace
+from latency_cli.processes import ServerProcess, free_port
 from shared.targets import Target
-from tests.live import LiveServer, free_port
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 LARGE = "1000000"  # retention caps: every replayed row stays trainable
@@ -123,8 +123,8 @@ class ServerPair:
     directory, started together and ended by PID."""
 
     def __init__(self, workdir: Path, env: dict[str, str]):
-        self.trainer = LiveServer("training_server", free_port(), env, workdir / "training.log")
-        self.predictor = LiveServer(
+        self.trainer = ServerProcess("training_server", free_port(), env, workdir / "training.log")
+        self.predictor = ServerProcess(
             "prediction_server", free_port(), env, workdir / "prediction.log"
         )
 

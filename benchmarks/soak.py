@@ -31,18 +31,26 @@ import orjson
 
 from benchmarks.bench_predict import pin, rss_mb
 from benchmarks.traces import all_trace_rows, prediction_rows, resample
-from tests.live import LiveServer, free_port
+from latency_cli.processes import ServerProcess, free_port
 
 ACCEPTED = re.compile(r"Accepted (\d+) training samples")
 SEED_ROWS = 25_000
 
 
+def accepted_count(message: str) -> int:
+    """The count in the trainer's 202 message ("Accepted N training samples ...")."""
+    found = ACCEPTED.search(message)
+    assert found is not None, message
+    return int(found[1])
+
+
 def say(text: str = "") -> None:
-    print(text, flush=True)  # noqa: T201 (benchmark output)
+    print(text, flush=True)
 
 
-async def ingest(url: str, trace: list[dict[str, Any]], batch: int, seconds: float,
-                 tally: dict[str, Any]) -> None:
+async def ingest(
+    url: str, trace: list[dict[str, Any]], batch: int, seconds: float, tally: dict[str, Any]
+) -> None:
     async with httpx.AsyncClient(base_url=url, timeout=30, trust_env=False) as http:
         start = time.perf_counter()
         for k in range(int(seconds)):
@@ -56,21 +64,26 @@ async def ingest(url: str, trace: list[dict[str, Any]], batch: int, seconds: flo
                 continue
             tally["status"][reply.status_code] = tally["status"].get(reply.status_code, 0) + 1
             if reply.status_code == 202:
-                tally["accepted"] += int(ACCEPTED.search(reply.json()["message"]).group(1))
+                tally["accepted"] += accepted_count(reply.json()["message"])
 
 
-async def predict(url: str, body: bytes, rate: float, seconds: float,
-                  tally: dict[str, Any]) -> None:
-    async with httpx.AsyncClient(base_url=url, timeout=10, trust_env=False,
-                                 limits=httpx.Limits(max_connections=16)) as http:
+async def predict(
+    url: str, body: bytes, rate: float, seconds: float, tally: dict[str, Any]
+) -> None:
+    async with httpx.AsyncClient(
+        base_url=url, timeout=10, trust_env=False, limits=httpx.Limits(max_connections=16)
+    ) as http:
         start = time.perf_counter()
         pending: set[asyncio.Task[None]] = set()
 
         async def one() -> None:
             t0 = time.perf_counter()
             try:
-                reply = await http.post("/predict/bulk/strict", content=body,
-                                        headers={"Content-Type": "application/json"})
+                reply = await http.post(
+                    "/predict/bulk/strict",
+                    content=body,
+                    headers={"Content-Type": "application/json"},
+                )
             except httpx.HTTPError:
                 tally["unavailable"] += 1
                 return
@@ -97,32 +110,39 @@ def main() -> None:
     cpus = sorted(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
         workdir = Path(tmp)
-        env = {"LATENCY_DB_URL": f"sqlite:///{workdir / 'store.db'}",
-               "LATENCY_MODEL_DIR": str(workdir / "models"), "LATENCY_WORKERS": "1",
-               "LATENCY_RETRAINING_INTERVAL_SEC": "10", "MODEL_SYNC_INTERVAL_SEC": "1",
-               # Retention large enough to keep every row, so the store's count proves
-               # none was lost (by default old rows are evicted per bucket on purpose).
-               "LATENCY_MAX_TRAINING_DATA_SIZE_PER_BUCKET": "10000000",
-               "LATENCY_MAX_TEST_DATA_SIZE": "10000000",
-               # A full-size window from the first retrain on: RSS growth then shows leaks,
-               # not the window filling up.
-               "LATENCY_MAX_TRAINING_WINDOW": str(SEED_ROWS - 5_000)}
-        trainer = LiveServer("training_server", free_port(), env, workdir / "training.log")
+        env = {
+            "LATENCY_DB_URL": f"sqlite:///{workdir / 'store.db'}",
+            "LATENCY_MODEL_DIR": str(workdir / "models"),
+            "LATENCY_WORKERS": "1",
+            "LATENCY_RETRAINING_INTERVAL_SEC": "10",
+            "MODEL_SYNC_INTERVAL_SEC": "1",
+            # Retention large enough to keep every row, so the store's count proves
+            # none was lost (by default old rows are evicted per bucket on purpose).
+            "LATENCY_MAX_TRAINING_DATA_SIZE_PER_BUCKET": "10000000",
+            "LATENCY_MAX_TEST_DATA_SIZE": "10000000",
+            # A full-size window from the first retrain on: RSS growth then shows leaks,
+            # not the window filling up.
+            "LATENCY_MAX_TRAINING_WINDOW": str(SEED_ROWS - 5_000),
+        }
+        trainer = ServerProcess("training_server", free_port(), env, workdir / "training.log")
         port = free_port()
-        predictors = [LiveServer("prediction_server", port, env, workdir / "prediction.log")]
+        predictors = [ServerProcess("prediction_server", port, env, workdir / "prediction.log")]
         try:
             trainer.start()
             predictors[0].start()
-            pin(trainer.proc.pid, cpus[1:] or cpus[:1])
-            pin(predictors[0].proc.pid, cpus[:1])
+            pin(trainer.pid, cpus[1:] or cpus[:1])
+            pin(predictors[0].pid, cpus[:1])
             seeded = 0
             for k in range(SEED_ROWS // 1_000):
-                seed = httpx.post(f"{trainer.url}/add_training_data_bulk", timeout=60,
-                                  json={"entries": resample(trace, 1_000, seed=1 + k)})
-                seeded += int(ACCEPTED.search(seed.raise_for_status().json()["message"])[1])
+                seed = httpx.post(
+                    f"{trainer.url}/add_training_data_bulk",
+                    timeout=60,
+                    json={"entries": resample(trace, 1_000, seed=1 + k)},
+                )
+                seeded += accepted_count(seed.raise_for_status().json()["message"])
             httpx.post(f"{trainer.url}/retrain", timeout=60).raise_for_status()
-            trainer_rss = [rss_mb(trainer.proc.pid)]
-            ingest_tally = {"sent": 0, "accepted": 0, "no_answer": 0, "status": {}}
+            trainer_rss = [rss_mb(trainer.pid)]
+            ingest_tally: dict[str, Any] = {"sent": 0, "accepted": 0, "no_answer": 0, "status": {}}
             predict_tally: dict[str, Any] = {"unavailable": 0, "status": {}, "ms": []}
             restart: dict[str, float] = {}
 
@@ -130,57 +150,72 @@ def main() -> None:
                 await asyncio.sleep(args.seconds / 2)
                 t0 = time.perf_counter()
                 await asyncio.to_thread(predictors[0].stop)
-                fresh = LiveServer("prediction_server", port, env, workdir / "prediction2.log")
+                fresh = ServerProcess("prediction_server", port, env, workdir / "prediction2.log")
                 await asyncio.to_thread(fresh.start)
-                pin(fresh.proc.pid, cpus[:1])
+                pin(fresh.pid, cpus[:1])
                 predictors.append(fresh)
                 restart["seconds"] = time.perf_counter() - t0
-                restart["rss_start"] = rss_mb(fresh.proc.pid)
+                restart["rss_start"] = rss_mb(fresh.pid)
 
             async def watch_rss() -> None:
                 for _ in range(int(args.seconds)):
                     await asyncio.sleep(1)
-                    trainer_rss.append(rss_mb(trainer.proc.pid))
+                    trainer_rss.append(rss_mb(trainer.pid))
 
             async def run() -> None:
                 await asyncio.gather(
                     ingest(trainer.url, trace, args.batch, args.seconds, ingest_tally),
                     predict(predictors[0].url, body, args.rate, args.seconds, predict_tally),
-                    restart_predictor(), watch_rss())
+                    restart_predictor(),
+                    watch_rss(),
+                )
 
             asyncio.run(run())
             time.sleep(1)
             status = httpx.get(f"{trainer.url}/data/status", timeout=30).json()
-            stored = status["training_data"]["total_samples"] + \
-                status["test_data"]["total_samples"]
-            retrains = httpx.get(f"{trainer.url}/retrains", params={"limit": 1000},
-                                 timeout=30).json()["retrains"]
-            predictor_rss_end = rss_mb(predictors[-1].proc.pid)
+            stored = status["training_data"]["total_samples"] + status["test_data"]["total_samples"]
+            retrains = httpx.get(
+                f"{trainer.url}/retrains", params={"limit": 1000}, timeout=30
+            ).json()["retrains"]
+            predictor_rss_end = rss_mb(predictors[-1].pid)
         finally:
             for server in (*predictors, trainer):
                 server.stop()
     accepted = seeded + ingest_tally["accepted"]
     lost = max(0, accepted - stored)
     ms = predict_tally["ms"]
-    server_errors = sum(n for code, n in {**ingest_tally["status"],
-                                          **predict_tally["status"]}.items() if code >= 500)
+    server_errors = sum(
+        n
+        for code, n in {**ingest_tally["status"], **predict_tally["status"]}.items()
+        if code >= 500
+    )
     ok = [r for r in retrains if r["status"] == "ok"]
-    say(f"## soak: {args.seconds:g} s, {args.batch} rows/s ingested, {args.rate:g} 100-row "
-        f"calls/s, prediction server restarted at {args.seconds / 2:g} s")
-    say(f"ingestion: {ingest_tally['sent']} rows sent, {ingest_tally['accepted']} answered 202"
+    say(
+        f"## soak: {args.seconds:g} s, {args.batch} rows/s ingested, {args.rate:g} 100-row "
+        f"calls/s, prediction server restarted at {args.seconds / 2:g} s"
+    )
+    say(
+        f"ingestion: {ingest_tally['sent']} rows sent, {ingest_tally['accepted']} answered 202"
         f" (+{seeded} seeded), {ingest_tally['no_answer']} without an answer, statuses "
-        f"{ingest_tally['status']}; stored {stored}: lost {lost}")
-    say(f"predictions: statuses {predict_tally['status']}, refused while restarting "
+        f"{ingest_tally['status']}; stored {stored}: lost {lost}"
+    )
+    say(
+        f"predictions: statuses {predict_tally['status']}, refused while restarting "
         f"{predict_tally['unavailable']}, p50 {np.percentile(ms, 50):.2f} / p99 "
-        f"{np.percentile(ms, 99):.2f} ms (client); restart took {restart.get('seconds', 0):.1f} s")
+        f"{np.percentile(ms, 99):.2f} ms (client); restart took {restart.get('seconds', 0):.1f} s"
+    )
     say(f"5xx from either server: {server_errors}; retrains ok {len(ok)} of {len(retrains)}")
     growth = 100 * (max(trainer_rss) / trainer_rss[0] - 1)
-    say(f"trainer RSS: after seeding {trainer_rss[0]:.0f} MB, max {max(trainer_rss):.0f} MB, "
-        f"end {trainer_rss[-1]:.0f} MB ({growth:+.1f} % at most)")
+    say(
+        f"trainer RSS: after seeding {trainer_rss[0]:.0f} MB, max {max(trainer_rss):.0f} MB, "
+        f"end {trainer_rss[-1]:.0f} MB ({growth:+.1f} % at most)"
+    )
     if "rss_start" in restart:
         grown = 100 * (predictor_rss_end / restart["rss_start"] - 1)
-        say(f"restarted prediction server RSS: {restart['rss_start']:.0f} -> "
-            f"{predictor_rss_end:.0f} MB ({grown:+.1f} %)")
+        say(
+            f"restarted prediction server RSS: {restart['rss_start']:.0f} -> "
+            f"{predictor_rss_end:.0f} MB ({grown:+.1f} %)"
+        )
 
 
 if __name__ == "__main__":

@@ -8,18 +8,18 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import httpx
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 
+from prediction_server.lean import keep_scikit_learn_out
 from prediction_server.metrics import PredictionMetrics
-from prediction_server.routes import ops
-from prediction_server.slot import ModelSlot
+from prediction_server.routes import ops, predict
 from prediction_server.watcher import ModelWatcher
-from shared import auth
-from shared.limits import RequestLimits, refused_counter
-from shared.predict_api import build_predict_router
-from shared.predictor import LoadedBundle, prior_bundle
+from shared.predictor import prior_bundle
 from shared.settings import PredictionSettings
+from shared.slot import BundleSlot
+from shared.web import auth
+from shared.web.limits import RequestLimits, refused_counter
+from shared.web.server import configure_logging
 
 # A new bundle is loaded and compiled in a worker thread; with CPython's default 5 ms GIL
 # switch interval a request arriving meanwhile could wait that long for the interpreter.
@@ -28,32 +28,27 @@ GIL_SWITCH_INTERVAL_SEC = 0.0005
 
 
 def create_app(settings: PredictionSettings) -> FastAPI:
-    slot = ModelSlot(
+    slot = BundleSlot(
         prior_bundle(settings.model_type, settings.objective_type, settings.quantile_alpha)
     )
     metrics = PredictionMetrics(slot)
-    metrics.served(slot.bundle.version, None)
+    metrics.served(slot.serving.version, None)
     watcher = ModelWatcher(settings, slot, metrics)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_SEC)
         settings.model_dir.mkdir(parents=True, exist_ok=True)
-        if settings.sync_from_trainer and settings.training_server_url:
-            app.state.sync_client = httpx.AsyncClient(
-                base_url=settings.training_server_url, timeout=10.0, auth=auth.TokenAuth(settings)
-            )
+        watcher.open()
         await watcher.check()  # serve the published bundle from the first request on
-        task = asyncio.create_task(watcher.run(app.state.sync_client), name="model-watcher")
+        task = asyncio.create_task(watcher.run(), name="model-watcher")
         try:
             yield
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            watcher.close()
-            if app.state.sync_client is not None:
-                await app.state.sync_client.aclose()
+            await watcher.close()
 
     app = FastAPI(title="latency-predictor prediction server", lifespan=lifespan)
     app.state.settings, app.state.slot = settings, slot
@@ -61,19 +56,17 @@ def create_app(settings: PredictionSettings) -> FastAPI:
     app.add_middleware(RequestLimits, max_body_bytes=settings.max_body_bytes,
                        refused=refused_counter(metrics.registry))
     app.state.metrics, app.state.watcher = metrics, watcher
-    app.state.sync_client = None
 
-    def serving_bundle(request: Request) -> LoadedBundle:
-        return slot.bundle
-
-    # Guarded only when configured: otherwise the hot path resolves no dependency at all.
+    # Guarded only when configured: otherwise the hot path resolves no guard at all.
     epp = auth.require(auth.Access.EPP) if settings.protect_epp_routes else []
-    app.include_router(build_predict_router(serving_bundle, metrics.predict,
-                                            settings.max_rows_per_call), dependencies=epp)
+    app.include_router(predict.router, dependencies=epp)
     app.include_router(ops.router)
     return app
 
 
 def create_app_from_env() -> FastAPI:
     """Factory for uvicorn worker processes: each builds its own app and model slot."""
-    return create_app(PredictionSettings())
+    keep_scikit_learn_out()
+    settings = PredictionSettings()
+    configure_logging(settings.log_level)
+    return create_app(settings)

@@ -16,10 +16,10 @@ from contextlib import asynccontextmanager
 import httpx
 
 from prediction_server.metrics import PredictionMetrics
-from shared.auth import TokenAuth
 from shared.predictor import LoadedBundle
-from shared.responses import rfc3339
+from shared.schemas import PredictionServerReport
 from shared.settings import PredictionSettings
+from shared.tokens import TokenAuth
 
 log = logging.getLogger(__name__)
 REPORT_PATH = "/prediction_servers/report"
@@ -53,19 +53,20 @@ class FleetReporter:
                                      auth=TokenAuth(settings)) as client:
             yield cls(client, settings, metrics)
 
-    def body(self, bundle: LoadedBundle) -> dict[str, object]:
-        return {
-            "id": self.id,
-            "model_version": bundle.version,
-            "loaded_at": None if bundle.is_prior else rfc3339(bundle.loaded_at),
-            "is_ready": True,  # this server answers from its first request on (the prior)
-            "interval_s": self.settings.model_sync_interval_sec,
-        }
+    def body(self, bundle: LoadedBundle) -> PredictionServerReport:
+        return PredictionServerReport(
+            id=self.id,
+            model_version=bundle.version,
+            loaded_at=None if bundle.is_prior else bundle.loaded_at,
+            is_ready=True,  # this server answers from its first request on (the prior)
+            interval_s=self.settings.model_sync_interval_sec,
+        )
 
     async def report(self, bundle: LoadedBundle) -> bool:
         """True when the trainer recorded the report."""
         try:
-            (await self.client.post(REPORT_PATH, json=self.body(bundle))).raise_for_status()
+            report = self.body(bundle).model_dump(mode="json")
+            (await self.client.post(REPORT_PATH, json=report)).raise_for_status()
         except httpx.HTTPError as exc:
             self.metrics.fleet_report_errors.inc()
             level = logging.DEBUG if self._failing else logging.WARNING

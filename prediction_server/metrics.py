@@ -6,13 +6,13 @@ import time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from prediction_server.slot import ModelSlot
-from shared.predict_metrics import PredictMetrics
 from shared.predictor import LoadedBundle
+from shared.slot import BundleSlot
+from shared.web.predict_metrics import PredictMetrics
 
 
 class PredictionMetrics:
-    def __init__(self, slot: ModelSlot, registry: CollectorRegistry | None = None):
+    def __init__(self, slot: BundleSlot, registry: CollectorRegistry | None = None):
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.predict = PredictMetrics(r)
@@ -55,12 +55,11 @@ class PredictionMetrics:
             self.loaded_version.remove(previous)
         self.loaded_version.labels(version).set(1)
 
-
     def served_scales(self, bundle: LoadedBundle) -> None:
         for target, scale in bundle.scales.items():
             self.calibration_factor.labels(target.value).set(scale)
 
 
-def _age(slot: ModelSlot) -> float:
-    manifest = slot.bundle.manifest
+def _age(slot: BundleSlot) -> float:
+    manifest = slot.serving.manifest
     return 0.0 if manifest is None else max(0.0, time.time() - manifest.created_at.timestamp())

@@ -6,7 +6,8 @@ the request path: on a worker's one CPU a bundle load (~26 ms of CPU) would othe
 half of it from requests while it runs. A bundle that fails verification is refused once,
 counted, and the previous bundle keeps serving. With
 LATENCY_SYNC_FROM_TRAINER it first mirrors the trainer's published bundle and calibration
-over HTTP into the local model directory (for pods with no shared volume). With
+over HTTP into the local model directory (for pods with no shared volume; one worker at a
+time, prediction_server.mirror). With
 TRAINING_SERVER_URL it reports the version it serves after each poll (fleet_report).
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import os
 import threading
@@ -25,16 +27,18 @@ import httpx
 
 from prediction_server.fleet_report import FleetReporter
 from prediction_server.metrics import PredictionMetrics
-from prediction_server.slot import ModelSlot
-from shared.archive import import_bundle
+from prediction_server.mirror import import_mirrored
 from shared.artifact import BundleError, read_current_version, replace_file
 from shared.live_calibration import LIVE_CALIBRATION, LiveCalibrationReader
 from shared.predictor import LoadedBundle, load_bundle
-from shared.settings import PredictionSettings
+from shared.settings import ModelType, PredictionSettings
+from shared.slot import BundleSlot
+from shared.tokens import TokenAuth
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 LOWEST_PRIORITY = 19  # nice value: the kernel runs this thread only when requests leave CPU
+LIBRARIES = {ModelType.XGBOOST: "xgboost", ModelType.LIGHTGBM: "lightgbm"}
 
 
 def _lower_priority() -> None:
@@ -44,7 +48,7 @@ def _lower_priority() -> None:
 
 
 class ModelWatcher:
-    def __init__(self, settings: PredictionSettings, slot: ModelSlot, metrics: PredictionMetrics):
+    def __init__(self, settings: PredictionSettings, slot: BundleSlot, metrics: PredictionMetrics):
         self.settings = settings
         self.slot = slot
         self.metrics = metrics
@@ -52,9 +56,31 @@ class ModelWatcher:
         self.live = LiveCalibrationReader(settings.model_dir)
         self._lock = asyncio.Lock()
         self._background = ThreadPoolExecutor(1, "model-watcher", initializer=_lower_priority)
+        # Set by open() when bundles are mirrored from the trainer (no shared volume).
+        self.sync_client: httpx.AsyncClient | None = None
 
-    def close(self) -> None:
+    def open(self) -> None:
+        """Start the HTTP client for LATENCY_SYNC_FROM_TRAINER (call on the event loop)."""
+        s = self.settings
+        # The first bundle's load would also import its library (~0.7 s of CPU, at the
+        # lowest priority): import it now, in the loads' thread, ahead of any bundle.
+        self._background.submit(importlib.import_module, LIBRARIES[s.model_type])
+        if s.sync_from_trainer and s.training_server_url:
+            self.sync_client = httpx.AsyncClient(
+                base_url=s.training_server_url, timeout=10.0, auth=TokenAuth(s)
+            )
+
+    async def close(self) -> None:
         self._background.shutdown(wait=False, cancel_futures=True)
+        if self.sync_client is not None:
+            await self.sync_client.aclose()
+
+    async def reload(self) -> tuple[bool, bool]:
+        """Mirror from the trainer (when configured), then load: (synced, loaded)."""
+        synced = False
+        if self.sync_client is not None:
+            synced = await self.sync_from_trainer(self.sync_client)
+        return synced, await self.check()
 
     async def _off_path(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._background, fn, *args)
@@ -64,12 +90,11 @@ class ModelWatcher:
         a new version was swapped in."""
         async with self._lock:
             await self._poll_live()
-            serving = self.slot.bundle
-            bundle = await self._load_new_version() or serving
-            bundle = bundle.with_live(self.live.log_offsets(bundle.quantile))
-            if bundle is serving:
+            bundle = await self._load_new_version() or self.slot.serving
+            previous = self.slot.publish(bundle, live=self.live.log_offsets(bundle.quantile))
+            bundle = self.slot.serving
+            if bundle is previous:
                 return False
-            previous = self.slot.swap(bundle)
             self.metrics.served_scales(bundle)
             if bundle.version == previous.version:
                 return False
@@ -80,15 +105,16 @@ class ModelWatcher:
 
     async def _load_new_version(self) -> LoadedBundle | None:
         version = await self._off_path(read_current_version, self.settings.model_dir)
-        if version is None or version == self.slot.bundle.version or version in self.refused:
+        if version is None or version == self.slot.serving.version or version in self.refused:
             return None
         try:
             return await self._off_path(load_bundle, self.settings.model_dir, version)
         except BundleError as exc:
             self.refused[version] = str(exc)
             self.metrics.refused.inc()
-            log.error("refused bundle %s: %s; still serving %s",
-                      version, exc, self.slot.bundle.version)
+            log.error(
+                "refused bundle %s: %s; still serving %s", version, exc, self.slot.serving.version
+            )
             return None
 
     async def _poll_live(self) -> None:
@@ -111,8 +137,9 @@ class ModelWatcher:
                 if not remote or remote == local or remote in self.refused:
                     return False
                 archive = (await client.get("/model/export")).raise_for_status().content
-                await self._off_path(import_bundle, self.settings.model_dir, archive)
-                return True
+                return await self._off_path(
+                    import_mirrored, self.settings.model_dir, archive, remote, str(client.base_url)
+                )
             except BundleError as exc:
                 self.refused[str(remote)] = str(exc)
                 self.metrics.refused.inc()
@@ -135,19 +162,18 @@ class ModelWatcher:
         if data != local:
             await self._off_path(replace_file, path, data)
 
-    async def run(self, client: httpx.AsyncClient | None) -> None:
-        """Poll forever (until cancelled); `client` set means mirror from the trainer first.
+    async def run(self) -> None:
+        """Poll forever (until cancelled), mirroring from the trainer first when configured.
         With TRAINING_SERVER_URL set, each poll ends by reporting the version served."""
         async with FleetReporter.open(self.settings, self.metrics) as reporter:
             while True:
                 try:
-                    if client is not None:
-                        await self.sync_from_trainer(client)
-                    await self.check()
+                    await self.reload()
                     if reporter is not None:
-                        await reporter.report(self.slot.bundle)
+                        await reporter.report(self.slot.serving)
                 except Exception:  # the loop's edge: whatever broke, keep serving and polling
                     self.metrics.watch_errors.inc()
-                    log.exception("model watch step failed; still serving %s",
-                                  self.slot.bundle.version)
+                    log.exception(
+                        "model watch step failed; still serving %s", self.slot.serving.version
+                    )
                 await asyncio.sleep(self.settings.model_sync_interval_sec)

@@ -74,8 +74,9 @@ def objective_for(y: np.ndarray, params: FitParams) -> Objective:
     return Objective(start=start, hessian=1.0 / spread, gradient=pinball_gradient)
 
 
-def _constrained(params: FitParams) -> bool:
-    return bool(params.monotone and any(params.monotone))
+def _monotone(params: FitParams) -> tuple[int, ...] | None:
+    """The monotone constraints to pass, or None when no feature is constrained."""
+    return params.monotone if params.monotone and any(params.monotone) else None
 
 
 class Backend(Protocol):
@@ -159,8 +160,8 @@ class XGBoostBackend:
         }
         if params.threads:
             booster_params["nthread"] = params.threads
-        if _constrained(params):
-            booster_params["monotone_constraints"] = "(" + ",".join(map(str, params.monotone)) + ")"
+        if (monotone := _monotone(params)) is not None:
+            booster_params["monotone_constraints"] = "(" + ",".join(map(str, monotone)) + ")"
         custom = None
         if objective.gradient is not None:
             gradient, hessian = objective.gradient, objective.hessian
@@ -234,8 +235,8 @@ class LightGBMBackend:
         }
         if params.threads:
             lgb_params["num_threads"] = params.threads
-        if _constrained(params):
-            lgb_params["monotone_constraints"] = list(params.monotone)
+        if (monotone := _monotone(params)) is not None:
+            lgb_params["monotone_constraints"] = list(monotone)
         if objective.gradient is not None:
             gradient, hessian = objective.gradient, objective.hessian
 
@@ -294,3 +295,11 @@ BACKENDS: dict[ModelType, Backend] = {
 
 def backend_for(model_type: ModelType | str) -> Backend:
     return BACKENDS[ModelType(model_type)]
+
+
+def library_versions() -> dict[str, str]:
+    """The libraries' versions, recorded in every manifest a trainer writes."""
+    import lightgbm as lgb
+    import xgboost as xgb
+
+    return {"xgboost": xgb.__version__, "lightgbm": lgb.__version__}

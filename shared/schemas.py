@@ -114,10 +114,6 @@ class BulkPredictionRequest(_Request):
     requests: list[PredictionRequest] = Field(min_length=1)
 
 
-class BulkPredictionEnvelope(_Request):
-    requests: list[dict[str, Any]] = Field(min_length=1)
-
-
 class PredictionResponse(BaseModel):
     ttft_ms: float
     tpot_ms: float
@@ -130,6 +126,8 @@ class PredictionResponse(BaseModel):
 
 
 class BulkPredictionError(BaseModel):
+    """/predict/bulk: a valid row whose prediction failed (answered null)."""
+
     index: int
     error: str
     request: Any
@@ -151,3 +149,19 @@ class FlushRequest(_Request):
     flush_test_data: StrictBool = True
     flush_metrics: StrictBool = True
     reason: str | None = None
+
+
+class PredictionServerReport(BaseModel):
+    """What a prediction server (each worker) tells the training server every model-sync
+    interval (POST /prediction_servers/report): sent by prediction_server.fleet_report,
+    validated by training_server.routes.fleet."""
+
+    model_config = ConfigDict(extra="ignore")  # newer servers may say more
+
+    id: str = Field(min_length=1, max_length=200, description="hostname/pid of the worker")
+    model_version: str = Field(min_length=1, max_length=64)
+    loaded_at: datetime | None = Field(None, description="when it swapped that version in")
+    is_ready: StrictBool
+    interval_s: float | None = Field(
+        None, gt=0.0, le=86_400.0, description="how often it reports; sets when it is stale"
+    )

@@ -12,7 +12,7 @@ in the manifest; "ms" is how bundles written before this module were fitted.
 from __future__ import annotations
 
 import math
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 
@@ -29,7 +29,7 @@ MAX_MS = 1e12
 _MAX_LOG_MS = math.log(MAX_MS)
 
 
-class TargetSpace(str, Enum):
+class TargetSpace(StrEnum):
     MS = "ms"  # the model predicts milliseconds
     LOG_MS = "log_ms"  # the model predicts log(ms)
     LOG_MS_PER_QUEUED = "log_ms_per_queued"  # log(ms / (1 + num_request_waiting))
@@ -48,14 +48,17 @@ def to_label(space: TargetSpace, columns: Columns, ms: np.ndarray) -> np.ndarray
     """What a model of `space` is fitted on, from observed milliseconds."""
     if space is TargetSpace.MS:
         return ms
-    label = np.log(np.maximum(ms, MIN_MS))
+    label: np.ndarray = np.log(np.maximum(ms, MIN_MS))
     return label - _log_queue(columns) if space is TargetSpace.LOG_MS_PER_QUEUED else label
 
 
 def to_ms(space: TargetSpace, columns: Columns, output: np.ndarray) -> np.ndarray:
     """Milliseconds from a model's raw output (the inverse of to_label), at most MAX_MS."""
+    ms: np.ndarray
     if space is TargetSpace.MS:
-        return np.minimum(output, MAX_MS)
+        ms = np.minimum(output, MAX_MS)
+        return ms
     if space is TargetSpace.LOG_MS_PER_QUEUED:
         output = output + _log_queue(columns)
-    return np.exp(np.minimum(output, _MAX_LOG_MS))
+    ms = np.exp(np.minimum(output, _MAX_LOG_MS))
+    return ms

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class Target(str, Enum):
+class Target(StrEnum):
     TTFT = "ttft"
     TPOT = "tpot"
 

@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 import orjson
 
+_treewalk: Any
 try:
-    from shared import _treewalk
+    from shared import _treewalk  # type: ignore[attr-defined, no-redef]  # built by setup.py
 except ImportError:  # installed without a C compiler
     _treewalk = None
 
@@ -88,7 +89,8 @@ class CompiledTrees:
             at += at - tree_base + 1
             at += right
         leaf_at = at - tree_base - internal + (np.arange(n_trees, dtype=np.int32) * width)[:, None]
-        return self.base + np.take(self.leaves, leaf_at).sum(axis=0)
+        walked: np.ndarray = self.base + np.take(self.leaves, leaf_at).sum(axis=0)
+        return walked
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,8 @@ def _layout(nodes: _Nodes, threshold_dtype: Any, base: float,
     numpy (a bundle swap holds the interpreter ~1 ms here, not ~12 in per-node Python). A
     leaf above the bottom becomes splits at +inf (always left) over copies of its value."""
     n_trees = len(nodes.roots)
-    levels = []  # per level: (node ids, tree index, position in the complete tree)
+    # per level: (node ids, tree index, position in the complete tree)
+    levels: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     ids, tree, pos = nodes.roots, np.arange(n_trees), np.zeros(n_trees, dtype=np.int64)
     while len(ids):
         if len(levels) > MAX_DEPTH:
@@ -173,13 +176,16 @@ def compile_lightgbm(booster: Any) -> CompiledTrees:
 
     def add(node: dict[str, Any]) -> int:
         at = len(left)
-        left.append(-1), right.append(-1)
+        left.append(-1)
+        right.append(-1)
         if "leaf_value" in node:
-            feature.append(0), threshold.append(node["leaf_value"])
+            feature.append(0)
+            threshold.append(node["leaf_value"])
             return at
         if node.get("decision_type") != "<=":
             raise ValueError(f"decision {node.get('decision_type')} is not compiled")
-        feature.append(node["split_feature"]), threshold.append(node["threshold"])
+        feature.append(node["split_feature"])
+        threshold.append(node["threshold"])
         left[at] = add(node["left_child"])
         right[at] = add(node["right_child"])
         return at

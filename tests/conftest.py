@@ -5,30 +5,42 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
-from shared.artifact import Manifest, TargetManifest, new_version, write_bundle
-from shared.backends import FitParams, backend_for
-from shared.features import build_matrix, columns_from_dicts, feature_names
+from latency_cli.synthetic import publish_trained_bundle
 from shared.settings import ModelType, ObjectiveType, TrainingSettings
-from shared.synthetic import synthetic_rows
-from shared.target_space import TargetSpace, space_for, to_label
-from shared.targets import TARGETS, Target
+from shared.targets import Target
+from tests.postgres_server import EmbeddedPostgres, answers, start_embedded
 from training_server.db import make_engine
 from training_server.migrate import upgrade
 from training_server.store import SampleStore
 
-PG_URL = os.environ.get(
-    "LATENCY_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
+# The PostgreSQL the suite uses: LATENCY_TEST_PG_URL, or the server on 127.0.0.1:5432; when
+# that does not answer, pytest_configure starts our own (tests/postgres_server.py) and
+# points PG_URL at it. Test modules read PG_URL after configuration (at collection).
+PG_URL = os.environ.get("LATENCY_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 SKIP_PG = os.environ.get("LATENCY_TEST_SKIP_POSTGRES") == "1"
+_EMBEDDED: list[EmbeddedPostgres] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global PG_URL
+    if SKIP_PG or answers(PG_URL):
+        return
+    server = start_embedded()
+    _EMBEDDED.append(server)
+    PG_URL = server.url
+    print(f"\nno PostgreSQL answered; started our own at {PG_URL}")  # noqa: T201
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _EMBEDDED:
+        _EMBEDDED.pop().stop()
 
 
 @pytest.fixture
@@ -61,7 +73,8 @@ def postgres_url() -> Iterator[str]:
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def db_url(request: pytest.FixtureRequest) -> str:
-    return request.getfixturevalue(f"{request.param}_url")
+    url: str = request.getfixturevalue(f"{request.param}_url")
+    return url
 
 
 @pytest.fixture
@@ -97,39 +110,6 @@ def training_settings(tmp_path: Path, db_url: str, **overrides: Any) -> Training
     return TrainingSettings(**values)
 
 
-def publish_trained_bundle(
-    model_dir: Path,
-    model_type: ModelType = ModelType.XGBOOST,
-    objective: ObjectiveType = ObjectiveType.QUANTILE,
-    *,
-    rows: int = 400,
-    seed: int = 0,
-    version: str | None = None,
-    legacy_ms: bool = False,
-) -> Manifest:
-    """Fit real models on synthetic rows and publish them as one bundle, each target in the
-    space the trainer uses (or in plain ms, as bundles from before shared.target_space)."""
-    backend = backend_for(model_type)
-    params = FitParams(objective=objective, quantile=0.9, n_estimators=20, max_depth=4)
-    data = synthetic_rows(rows, seed=seed)
-    models, entries = {}, {}
-    for target in TARGETS:
-        measured = [r for r in data if r[target.actual_field] > 0]
-        names = feature_names(target)
-        columns = columns_from_dicts(measured)
-        space = TargetSpace.MS if legacy_ms else space_for(target)
-        y = to_label(space, columns, np.array([r[target.actual_field] for r in measured]))
-        models[target] = backend.fit(build_matrix(columns, names), y, params, names)
-        entries[target] = TargetManifest(file=None, features=list(names), space=space,
-                                         train_samples=len(measured))
-    manifest = Manifest(
-        version=version or new_version(), created_at=datetime.now(UTC), model_type=model_type,
-        objective=objective, quantile=0.9, targets=entries,
-    )
-    write_bundle(model_dir, manifest, models)
-    return manifest
-
-
 MODEL_CHOICES = [
     (ModelType.XGBOOST, ObjectiveType.QUANTILE),
     (ModelType.XGBOOST, ObjectiveType.MEAN),
@@ -140,7 +120,8 @@ MODEL_CHOICES = [
 
 @pytest.fixture(params=MODEL_CHOICES, ids=lambda c: f"{c[0].value}-{c[1].value}")
 def model_choice(request: pytest.FixtureRequest) -> tuple[ModelType, ObjectiveType]:
-    return request.param
+    choice: tuple[ModelType, ObjectiveType] = request.param
+    return choice
 
 
 __all__ = ["MODEL_CHOICES", "Target", "publish_trained_bundle", "training_settings"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shared.server import serve
 from shared.settings import TrainingSettings
+from shared.web.server import serve
 from training_server.app import create_app
 
 

@@ -3,28 +3,26 @@
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
+from fastapi.concurrency import run_in_threadpool
 
-from shared import auth
 from shared.artifact import BundleError
-from shared.limits import RequestLimits, refused_counter
-from shared.predict_api import build_predict_router
-from shared.predict_metrics import PredictMetrics
-from shared.predictor import LoadedBundle, load_current_bundle, prior_bundle
-from shared.settings import TrainingSettings
-from shared.targets import Target
-from training_server import migrate
+from shared.predictor import LoadedBundle, load_current_bundle
+from shared.settings import LegacyArtifacts, TrainingSettings
+from shared.web import auth
+from shared.web.limits import RequestLimits, refused_counter
+from shared.web.predict_metrics import PredictMetrics
+from training_server import legacy_files, migrate
 from training_server.db import make_engine
 from training_server.leadership import make_leadership
 from training_server.live_calibrator import LiveCalibrator
 from training_server.metrics import TrainingMetrics
 from training_server.prediction_fleet import PredictionFleet
-from training_server.retrainer import Retrainer
-from training_server.routes import dashboard, fleet, models, ops, samples
+from training_server.retrainer import Retrainer, trainer_slot
+from training_server.routes import dashboard, fleet, models, ops, predict, samples
 from training_server.store import SampleStore
 
 log = logging.getLogger(__name__)
@@ -40,6 +38,9 @@ def _published(settings: TrainingSettings) -> LoadedBundle | None:
 
 def create_app(settings: TrainingSettings, *, start_loop: bool = True) -> FastAPI:
     metrics = TrainingMetrics()
+    # The one owner of the bundle served: the retrainer, the live calibration and a bundle
+    # import publish into it; the routes read it.
+    slot = trainer_slot(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -47,23 +48,16 @@ def create_app(settings: TrainingSettings, *, start_loop: bool = True) -> FastAP
             migrate.upgrade(settings.db_url)
         engine = make_engine(settings.db_url)
         store = SampleStore(engine, test_ratio=settings.test_train_ratio)
-        app.state.bundle = _published(settings)
-        swap = threading.Lock()  # the retrain and calibration threads both swap the bundle
-
-        def on_publish(bundle: LoadedBundle) -> None:
-            with swap:
-                app.state.bundle = bundle.with_live(calibrator.offsets())
-
-        def on_live(offsets: dict[Target, float]) -> None:
-            with swap:
-                if app.state.bundle is not None:
-                    app.state.bundle = app.state.bundle.with_live(offsets)
-
+        published = _published(settings)
+        if published is not None:
+            slot.publish(published)
+        if settings.legacy_artifacts is not LegacyArtifacts.NONE:
+            # llm-d prediction servers are ready only with a model: the prior's, until then.
+            await run_in_threadpool(legacy_files.publish_prior_files, settings)
         # Several replicas may share the store: every one ingests, only the leader retrains.
-        retrainer = Retrainer(settings, store, metrics, on_publish, make_leadership(engine))
-        calibrator = LiveCalibrator(settings, store, metrics, lambda: retrainer.bundle,
-                                    lambda: retrainer.is_leader, on_live)
-        retrainer.resume(app.state.bundle)
+        retrainer = Retrainer(settings, store, metrics, slot, make_leadership(engine))
+        calibrator = LiveCalibrator(settings, store, metrics, slot, lambda: retrainer.is_leader)
+        retrainer.resume()
         app.state.store, app.state.retrainer = store, retrainer
         app.state.calibrator = calibrator
         if start_loop:
@@ -77,28 +71,18 @@ def create_app(settings: TrainingSettings, *, start_loop: bool = True) -> FastAP
             engine.dispose()
 
     app = FastAPI(title="latency-predictor training server", lifespan=lifespan)
-    app.state.settings = settings
+    app.state.settings, app.state.slot = settings, slot
     auth.install(app, settings)
     app.add_middleware(RequestLimits, max_body_bytes=settings.max_body_bytes,
                        refused=refused_counter(metrics.registry),
                        capped={"/add_training_data_bulk": settings.max_concurrent_ingests})
     app.state.metrics = metrics
-    app.state.bundle = None
+    app.state.predict_metrics = PredictMetrics(metrics.registry)
     app.state.fleet = PredictionFleet()  # prediction servers' reports, in memory only
     app.include_router(samples.router)
     app.include_router(models.router)
     app.include_router(ops.router)
     app.include_router(fleet.router)
     app.include_router(dashboard.router)
-
-    def serving_bundle(request: Request) -> LoadedBundle:
-        return request.app.state.bundle or prior_bundle(
-            settings.model_type, settings.objective_type, settings.quantile_alpha
-        )
-
-    app.include_router(
-        build_predict_router(serving_bundle, PredictMetrics(metrics.registry),
-                             settings.max_rows_per_call),
-        dependencies=auth.require(auth.Access.EPP),
-    )
+    app.include_router(predict.router, dependencies=auth.require(auth.Access.EPP))
     return app

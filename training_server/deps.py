@@ -1,34 +1,27 @@
-"""Request-scoped access to what create_app built (FastAPI Annotated dependencies)."""
+"""What create_app built, handed to the routes as Annotated dependencies (over app.state)."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
-
+from shared.predictor import LoadedBundle
 from shared.settings import TrainingSettings
+from shared.slot import BundleSlot
+from shared.web.predict_metrics import PredictMetrics
+from shared.web.state import from_state, slot_attribute
 from training_server.metrics import TrainingMetrics
+from training_server.prediction_fleet import PredictionFleet
 from training_server.retrainer import Retrainer
 from training_server.store import SampleStore
 
-
-def _settings(request: Request) -> TrainingSettings:
-    return request.app.state.settings
-
-
-def _store(request: Request) -> SampleStore:
-    return request.app.state.store
-
-
-def _metrics(request: Request) -> TrainingMetrics:
-    return request.app.state.metrics
-
-
-def _retrainer(request: Request) -> Retrainer:
-    return request.app.state.retrainer
-
-
-SettingsDep = Annotated[TrainingSettings, Depends(_settings)]
-StoreDep = Annotated[SampleStore, Depends(_store)]
-MetricsDep = Annotated[TrainingMetrics, Depends(_metrics)]
-RetrainerDep = Annotated[Retrainer, Depends(_retrainer)]
+SettingsDep = Annotated[TrainingSettings, from_state("settings")]
+StoreDep = Annotated[SampleStore, from_state("store")]
+MetricsDep = Annotated[TrainingMetrics, from_state("metrics")]
+PredictMetricsDep = Annotated[PredictMetrics, from_state("predict_metrics")]
+RetrainerDep = Annotated[Retrainer, from_state("retrainer")]
+SlotDep = Annotated[BundleSlot, from_state("slot")]
+FleetDep = Annotated[PredictionFleet, from_state("fleet")]
+# The trained bundle this replica serves; None while nothing is published.
+PublishedBundle = Annotated[LoadedBundle | None, slot_attribute("published")]
+# What /predict answers with: the published bundle, or the cold-start prior.
+ServingBundle = Annotated[LoadedBundle, slot_attribute("serving")]

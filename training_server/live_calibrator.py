@@ -30,8 +30,8 @@ from shared.live_calibration import (
     remove_live_calibration,
     write_live_calibration,
 )
-from shared.predictor import LoadedBundle
 from shared.settings import Calibration, TrainingSettings
+from shared.slot import BundleSlot
 from shared.targets import TARGETS, Target
 from training_server.metrics import TrainingMetrics
 from training_server.store import SampleStore
@@ -59,16 +59,15 @@ class LiveCalibrator:
         settings: TrainingSettings,
         store: SampleStore,
         metrics: TrainingMetrics,
-        serving: Callable[[], LoadedBundle | None],
+        slot: BundleSlot,
         is_leader: Callable[[], bool],
-        on_change: Callable[[dict[Target, float]], None],
     ):
         self.settings = settings
         self.store = store
         self.metrics = metrics
-        self.serving = serving  # the bundle the leader serves (its models decide what to correct)
+        # The bundle served (its models decide what to correct); new factors go to it too.
+        self.slot = slot
         self.is_leader = is_leader
-        self.on_change = on_change
         self.enabled = settings.calibration is Calibration.ADAPTIVE
         self.reader = LiveCalibrationReader(settings.model_dir)
         self.state: LiveCalibration | None = None  # the leader's own, once it has led
@@ -125,7 +124,7 @@ class LiveCalibrator:
         rows = self.store.served_since(self.state.through_sample_id, limit=MAX_ROWS_PER_STEP)
         if not len(rows.ids):
             return False
-        bundle = self.serving()
+        bundle = self.slot.published
         targets = dict(self.state.targets)
         scored = False
         for target in TARGETS:
@@ -157,7 +156,7 @@ class LiveCalibrator:
             self.metrics.live_log_offset.labels(target.value).set(entry.log_offset)
             if entry.recent_coverage is not None:
                 self.metrics.live_coverage.labels(target.value).set(entry.recent_coverage)
-        self.on_change(self.offsets())
+        self.slot.set_live(self.offsets())
 
     # loop -------------------------------------------------------------------------------
     def start(self) -> None:

@@ -16,13 +16,12 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
-import lightgbm
-import xgboost
+import numpy as np
 
 from shared.artifact import (
     BundleError,
@@ -32,9 +31,13 @@ from shared.artifact import (
     read_current_version,
     write_bundle,
 )
-from shared.predictor import LoadedBundle, load_bundle
-from shared.settings import TrainingSettings
+from shared.backends import library_versions
+from shared.features import Columns
+from shared.predictor import LoadedBundle, load_bundle, prior_bundle
+from shared.settings import LegacyArtifacts, TrainingSettings
+from shared.slot import BundleSlot
 from shared.targets import TARGETS, Target
+from training_server import legacy_files
 from training_server.evaluation import evaluate
 from training_server.leadership import AlwaysLeader, Leadership
 from training_server.metrics import TrainingMetrics
@@ -60,6 +63,21 @@ def replica_id() -> str:
 MAX_BACKOFF = 8
 
 
+class Outcome(StrEnum):
+    """What one retrain tick did (also the `status` label of latency_retrains_total)."""
+
+    OK = "ok"  # a new bundle is published and recorded
+    SKIPPED = "skipped"  # no new samples, or not enough yet for any model
+    FAILED = "failed"  # recorded with its error; the previous bundle keeps serving
+    FOLLOWER = "follower"  # another replica leads: not a retrain, not counted
+
+
+def trainer_slot(settings: TrainingSettings) -> BundleSlot:
+    """The slot a training server starts with: the cold-start prior of its settings."""
+    return BundleSlot(prior_bundle(settings.model_type, settings.objective_type,
+                                   settings.quantile_alpha))
+
+
 class PublishedNotRecorded(Exception):
     """The bundle was published (CURRENT names it, this replica serves it) but recording
     the retrain failed: a failed retrain whose model is nevertheless the one served."""
@@ -68,6 +86,22 @@ class PublishedNotRecorded(Exception):
         super().__init__(f"published {version}, but the retrain was not recorded: "
                          f"{type(cause).__name__}: {cause}")
         self.version = version
+
+
+@dataclass
+class RetrainRun:
+    """One retrain in progress: what each step needs to know of it."""
+
+    started: datetime
+    t0: float  # perf_counter at the start, for the duration
+    watermark: int  # highest sample id this retrain sees
+    window_limit: int  # rows per target it fits on
+    fits: dict[Target, TargetFit] = field(default_factory=dict)
+    # The training rows of each target (columns, actual ms), for the legacy files.
+    windows: dict[Target, tuple[Columns, np.ndarray]] = field(default_factory=dict)
+
+    def duration_s(self) -> float:
+        return time.perf_counter() - self.t0
 
 
 @dataclass
@@ -86,17 +120,16 @@ class Retrainer:
         settings: TrainingSettings,
         store: SampleStore,
         metrics: TrainingMetrics,
-        on_publish: Callable[[LoadedBundle], None],
+        slot: BundleSlot,
         leadership: Leadership | None = None,
     ):
         self.settings = settings
         self.store = store
         self.metrics = metrics
-        self.on_publish = on_publish
+        self.slot = slot  # what this replica serves: its own bundles, or the leader's
         self.leadership: Leadership = leadership or AlwaysLeader()
         self.trainer_id = replica_id()
         metrics.is_leader.set(1 if self.leadership.is_leader else 0)
-        self.bundle: LoadedBundle | None = None  # what this replica serves (its own or loaded)
         self._refused: str | None = None  # a published version that failed to load, logged once
         self.state = RetrainState()
         self.window = WindowBudget(settings.max_training_window, settings.retraining_interval_sec)
@@ -108,16 +141,23 @@ class Retrainer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def resume(self, published: LoadedBundle | None) -> None:
+    def resume(self) -> None:
         """After a restart or on taking over, don't retrain a model that already saw every
-        stored sample; do retrain if the published bundle is not the recorded one."""
-        self.bundle = published
+        stored sample; do retrain if the bundle served is not the recorded one."""
+        published = self.slot.published
         self.state.trained_through = 0
         history = self.store.list_retrains(limit=1, ok_only=True)
         if history:
             self.state.last_success = history[0]
-            if published is not None and history[0]["version"] == published.version:
+            if (published is not None and history[0]["version"] == published.version
+                    and not self._lacks_legacy_files(published)):
                 self.state.trained_through = history[0]["max_sample_id"]
+
+    def _lacks_legacy_files(self, bundle: LoadedBundle) -> bool:
+        """Legacy files are on but this bundle was written without them: retrain (from the
+        stored rows) so the next bundle has them."""
+        wanted = self.settings.legacy_artifacts is not LegacyArtifacts.NONE
+        return wanted and bundle.manifest is not None and not bundle.manifest.legacy_files
 
     @property
     def is_leader(self) -> bool:
@@ -130,7 +170,7 @@ class Retrainer:
         self.metrics.is_leader.set(1 if leader else 0)
         if leader and not was_leader:
             self._follow()  # serve, and resume from, what the previous leader published
-            self.resume(self.bundle)
+            self.resume()
             log.info("leading the retrains as %s (trained through sample %d)",
                      self.trainer_id, self.state.trained_through)
         return leader
@@ -142,7 +182,8 @@ class Retrainer:
         except OSError:
             log.exception("cannot read the published version")
             return
-        if version is None or version in (getattr(self.bundle, "version", None), self._refused):
+        served = self.slot.published
+        if version is None or version in (served and served.version, self._refused):
             return
         try:
             bundle = load_bundle(self.settings.model_dir, version)
@@ -151,58 +192,77 @@ class Retrainer:
             log.warning("published bundle %s not loaded", version, exc_info=True)
             self._refused = version
             return
-        self.bundle = bundle
+        self.slot.publish(bundle)
         history = self.store.list_retrains(limit=1, ok_only=True)
         self.state.last_success = history[0] if history else self.state.last_success
-        self.on_publish(bundle)
 
-    def run_once(self) -> str:
-        """One retrain if new samples arrived: returns "ok", "skipped" or "failed"; or
-        "follower" when another replica leads (not a retrain, not counted)."""
+    def run_once(self) -> Outcome:
+        """One retrain if new samples arrived (FOLLOWER when another replica leads)."""
         with self._lock:
             if not self._elect():
                 self._follow()
-                return "follower"
-            started, t0 = datetime.now(UTC), time.perf_counter()
-            watermark = self.state.trained_through
+                return Outcome.FOLLOWER
+            run = RetrainRun(datetime.now(UTC), time.perf_counter(),
+                             self.state.trained_through, self.window.limit)
             try:
-                watermark = self.store.max_sample_id()
-                if watermark <= self.state.trained_through:
-                    return "skipped"
-                self.state.last_attempt_at = started
-                outcome = self._retrain(watermark, started, t0)
+                run.watermark = self.store.max_sample_id()
+                if run.watermark <= self.state.trained_through:
+                    return Outcome.SKIPPED
+                self.state.last_attempt_at = run.started
+                outcome = self._retrain(run)
             except Exception as exc:
-                self._record_failure(exc, watermark, started, t0)
-                return "failed"
-            if outcome != "follower":
+                self._record_failure(exc, run)
+                return Outcome.FAILED
+            if outcome is not Outcome.FOLLOWER:
                 self.metrics.retrains.labels(outcome).inc()
             return outcome
 
-    def _retrain(self, watermark: int, started: datetime, t0: float) -> str:
+    def _retrain(self, run: RetrainRun) -> Outcome:
+        """The steps, in order; each one's name says its job."""
+        self._apply_retention()
+        run.fits = self._fit_targets(run)
+        if all(f.model is None for f in run.fits.values()):
+            return Outcome.SKIPPED  # not enough samples yet for either target: the prior serves
+        if not self._still_leading():
+            return Outcome.FOLLOWER
+        manifest = self._manifest(run)
+        previous_through = self._publish(manifest, run)
+        row = self._record(manifest.version, run, previous_through)
+        self._succeeded(row, run)
+        return Outcome.OK
+
+    def _apply_retention(self) -> None:
         s = self.settings
         self.store.enforce_retention(
             per_bucket=s.max_training_data_size_per_bucket, test_total=s.max_test_data_size
         )
-        window_limit = self.window.limit
+
+    def _fit_targets(self, run: RetrainRun) -> dict[Target, TargetFit]:
+        s = self.settings
         fits: dict[Target, TargetFit] = {}
         for target in TARGETS:
+            run.windows[target] = self.store.window(target, test=False, limit=run.window_limit)
             # issue 14: the model is chosen per target among candidates (model_selection).
             fits[target] = train_target(
-                s, target,
-                self.store.window(target, test=False, limit=window_limit),
+                s, target, run.windows[target],
                 self.store.window(target, test=True, limit=s.max_test_data_size),
             )
-        if all(f.model is None for f in fits.values()):
-            return "skipped"  # not enough samples yet for either target; the prior keeps serving
-        if not self.leadership.try_acquire():
-            # Lost the lock while fitting: leave publishing to the new leader (this narrows
-            # the overlap of two writers to the publish itself, which is atomic anyway).
-            self.metrics.is_leader.set(0)
-            log.warning("leadership lost during the retrain; not publishing")
-            return "follower"
-        manifest = Manifest(
-            version=new_version(started),
-            created_at=started,
+        return fits
+
+    def _still_leading(self) -> bool:
+        """Lost the lock while fitting: leave publishing to the new leader (this narrows the
+        overlap of two writers to the publish itself, which is atomic anyway)."""
+        if self.leadership.try_acquire():
+            return True
+        self.metrics.is_leader.set(0)
+        log.warning("leadership lost during the retrain; not publishing")
+        return False
+
+    def _manifest(self, run: RetrainRun) -> Manifest:
+        s = self.settings
+        return Manifest(
+            version=new_version(run.started),
+            created_at=run.started,
             model_type=s.model_type,
             objective=s.objective_type,
             quantile=s.quantile_alpha,
@@ -212,35 +272,51 @@ class Retrainer:
                     test_samples=f.test_samples, metrics=f.metrics, space=f.space,
                     calibration_log_offset=f.log_offset,
                 )
-                for t, f in fits.items()
+                for t, f in run.fits.items()
             },
-            library_versions={"xgboost": xgboost.__version__, "lightgbm": lightgbm.__version__},
+            library_versions=library_versions(),
         )
-        write_bundle(s.model_dir, manifest, {t: f.model for t, f in fits.items()},
-                     keep=s.keep_model_versions)
-        bundle = load_bundle(s.model_dir, manifest.version)  # verify what readers will read
-        # Published: CURRENT names this bundle now. Serve it and mark its rows as trained
-        # before the bookkeeping below, which needs the store: when that fails (a locked or
-        # lost database) this replica's routes and /model/export must not lag behind
-        # CURRENT, and the next tick must not publish yet another version of the same rows.
+
+    def _publish(self, manifest: Manifest, run: RetrainRun) -> int:
+        """Write the bundle, verify it as readers will read it, and serve it; returns the
+        watermark the previous bundle was trained through.
+
+        Published: CURRENT names this bundle now. Serve it and mark its rows as trained
+        before the bookkeeping, which needs the store: when that fails (a locked or lost
+        database) this replica's routes and /model/export must not lag behind CURRENT, and
+        the next tick must not publish yet another version of the same rows."""
+        s = self.settings
+        write_bundle(s.model_dir, manifest, {t: f.model for t, f in run.fits.items()},
+                     keep=s.keep_model_versions,
+                     legacy_files=legacy_files.for_bundle(s, run.fits, run.windows))
+        bundle = load_bundle(s.model_dir, manifest.version)
         previous_through = self.state.trained_through
-        self.bundle = bundle
-        self.state.trained_through = watermark
-        self.metrics.model_published_at.set(started.timestamp())
-        self.on_publish(bundle)
-        row = self._row(manifest.version, "ok", None, watermark, started, t0, fits)
+        self.slot.publish(bundle)
+        self.state.trained_through = run.watermark
+        self.metrics.model_published_at.set(run.started.timestamp())
+        return previous_through
+
+    def _record(self, version: str, run: RetrainRun, previous_through: int) -> dict[str, Any]:
+        """The retrains row, with the live scores of the bundle it replaces; a failure here
+        is a failed retrain whose bundle is nevertheless served (PublishedNotRecorded)."""
+        row = self._row(version, "ok", None, run)
         try:
-            row.update(self._live_scores(previous_through, watermark),
-                       window_limit=window_limit,
-                       regimes={t.value: f.regimes for t, f in fits.items() if f.regimes})
-            next_limit = self.window.observe(row["duration_s"],
-                                             max(f.train_samples for f in fits.values()))
+            row.update(self._live_scores(previous_through, run.watermark),
+                       window_limit=run.window_limit,
+                       regimes={t.value: f.regimes for t, f in run.fits.items() if f.regimes})
             self.store.record_retrain(row)
         except Exception as exc:
-            raise PublishedNotRecorded(manifest.version, exc) from exc
-        if next_limit != window_limit:
+            raise PublishedNotRecorded(version, exc) from exc
+        return row
+
+    def _succeeded(self, row: dict[str, Any], run: RetrainRun) -> None:
+        """Size the next window by this retrain's time, reset the failure streak, tell."""
+        next_limit = self.window.observe(row["duration_s"],
+                                         max(f.train_samples for f in run.fits.values()))
+        if next_limit != run.window_limit:
             log.info("training window %d -> %d rows per target (retrain took %.2f s, budget "
-                     "%.2f s)", window_limit, next_limit, row["duration_s"], self.window.budget_sec)
+                     "%.2f s)", run.window_limit, next_limit, row["duration_s"],
+                     self.window.budget_sec)
         self.metrics.window_limit.set(next_limit)
         self.state.consecutive_failures = 0
         self.state.last_error = None
@@ -249,30 +325,29 @@ class Retrainer:
         self.metrics.retrain_seconds.observe(row["duration_s"])
         self.metrics.observe_retrain(row)
         log.info(
-            "retrain ok version=%s duration_s=%.3f %s", manifest.version, row["duration_s"],
+            "retrain ok version=%s duration_s=%.3f %s", row["version"], row["duration_s"],
             " ".join(f"{k}={v:.4g}" for k, v in row.items()
                      if k.startswith(("ttft_", "tpot_")) and isinstance(v, int | float)),
         )
-        return "ok"
 
-    def _row(self, version: str | None, status: str, error: str | None, watermark: int,
-             started: datetime, t0: float, fits: dict[Target, TargetFit]) -> dict[str, Any]:
+    def _row(self, version: str | None, status: str, error: str | None,
+             run: RetrainRun) -> dict[str, Any]:
         s = self.settings
         row: dict[str, Any] = {
-            "version": version, "started_at": started, "status": status, "error": error,
-            "duration_s": time.perf_counter() - t0, "model_type": s.model_type.value,
+            "version": version, "started_at": run.started, "status": status, "error": error,
+            "duration_s": run.duration_s(), "model_type": s.model_type.value,
             "objective": s.objective_type.value, "quantile": s.quantile_alpha,
-            "max_sample_id": watermark, "trainer": self.trainer_id,
+            "max_sample_id": run.watermark, "trainer": self.trainer_id,
         }
-        for target, fit in fits.items():
+        for target, fit in run.fits.items():
             t = target.value
             row[f"{t}_train_samples"] = fit.train_samples
             row[f"{t}_test_samples"] = fit.test_samples
             for name in (*RETRAIN_METRICS, "raw_coverage", "calibration_log_offset"):
                 row[f"{t}_{name}"] = fit.metrics.get(name)
             row[f"{t}_model_choice"] = fit.choice  # issue 14: which candidate won
-        if fits:
-            row["model_candidates"] = {t.value: f.candidates for t, f in fits.items()}
+        if run.fits:
+            row["model_candidates"] = {t.value: f.candidates for t, f in run.fits.items()}
         return row
 
     def _live_scores(self, after_id: int, watermark: int) -> dict[str, Any]:
@@ -290,18 +365,18 @@ class Retrainer:
             out[f"{t}_live_pinball_loss"] = scored["pinball_loss"]
         return out
 
-    def _record_failure(self, exc: Exception, watermark: int, started: datetime, t0: float) -> None:
+    def _record_failure(self, exc: Exception, run: RetrainRun) -> None:
         log.exception("retrain failed")
         self.state.consecutive_failures += 1
         self.state.total_failures += 1
         self.state.last_error = f"{type(exc).__name__}: {exc}"
-        self.metrics.retrains.labels("failed").inc()
+        self.metrics.retrains.labels(Outcome.FAILED).inc()
         self.metrics.consecutive_failures.set(self.state.consecutive_failures)
         version = exc.version if isinstance(exc, PublishedNotRecorded) else None
         try:
+            failed = RetrainRun(run.started, run.t0, run.watermark, run.window_limit)
             self.store.record_retrain(
-                self._row(version, "failed", self.state.last_error[:2000], watermark, started,
-                          t0, {})
+                self._row(version, "failed", self.state.last_error[:2000], failed)
             )
         except Exception:  # the store may be what failed; the counters above still tell
             log.exception("could not record the failed retrain")
@@ -352,7 +427,7 @@ class Retrainer:
         per failure up to MAX_BACKOFF times: a broken store or disk is not hammered at full
         rate, and the first success resets it."""
         failures = self.state.consecutive_failures
-        factor = min(2 ** max(failures - 1, 0), MAX_BACKOFF)
+        factor: int = min(2 ** max(failures - 1, 0), MAX_BACKOFF)
         if factor > 1:
             log.warning("%d failed retrains in a row: next try in %.0f s", failures,
                         factor * self.settings.retraining_interval_sec)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Engine, and_, delete, func, insert, select
+from sqlalchemy import Connection, Engine, and_, delete, func, insert, select, text
 
 from shared.features import NUMERIC_FIELDS, Columns, pod_type_code
 from shared.schemas import TrainingEntry
@@ -90,6 +90,9 @@ class SampleStore:
         self.engine = engine
         self.test_ratio = test_ratio
         self._rng = rng or random.Random()
+        # The counts of the last call that reached the database: what /metrics reports
+        # while the database does not answer.
+        self.last_counts = empty_counts()
 
     # ingestion -------------------------------------------------------------------------
     def add_samples(self, entries: Sequence[TrainingEntry]) -> int:
@@ -112,10 +115,33 @@ class SampleStore:
         return len(rows)
 
     # reads ------------------------------------------------------------------------------
+    def ping(self) -> None:
+        """Raise (SQLAlchemyError) unless the database answers."""
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+
     def counts(self) -> dict[str, dict[str, int]]:
         """{"training_data"|"test_data": {"ttft_samples", "tpot_samples", "total_samples"}}."""
         with self.engine.connect() as conn:
-            return _counts(conn)
+            self.last_counts = _counts(conn)
+        return self.last_counts
+
+    def queue_counts(self) -> dict[str, int]:
+        """Training rows per target split by queue state, as llm-d's ensemble would split
+        them: {"ttft_noqueue_samples": rows with num_request_waiting == 0,
+        "ttft_queued_samples": rows with num_request_waiting > 0, "tpot_...": ...}."""
+        c = samples.c
+        queued = (c.num_request_waiting > 0).label("queued")
+        stmt = (select(c.measures, queued, func.count()).where(c.is_test.is_(False))
+                .group_by(c.measures, queued))
+        out = {f"{t.value}_{state}_samples": 0 for t in TARGETS for state in ("noqueue", "queued")}
+        with self.engine.connect() as conn:
+            for measures, is_queued, count in conn.execute(stmt):
+                for target, bit in TARGET_BITS.items():
+                    if measures & bit:
+                        state = "queued" if is_queued else "noqueue"
+                        out[f"{target.value}_{state}_samples"] += count
+        return out
 
     def max_sample_id(self) -> int:
         with self.engine.connect() as conn:
@@ -184,7 +210,8 @@ class SampleStore:
                 newest_dropped = (
                     select(c.id).where(where).order_by(c.id.desc()).offset(keep).limit(1)
                 ).scalar_subquery()
-                deleted += conn.execute(delete(samples).where(where, c.id <= newest_dropped)).rowcount
+                dropped = delete(samples).where(where, c.id <= newest_dropped)
+                deleted += conn.execute(dropped).rowcount
         return deleted
 
     def flush(self, *, training: bool, test: bool) -> dict[str, int]:
@@ -202,7 +229,8 @@ class SampleStore:
         ):
             for target in TARGETS:
                 key = f"{target.value}_samples"
-                flushed[f"{target.value}_{label}_samples_flushed"] = before[split][key] if wanted else 0
+                count = before[split][key] if wanted else 0
+                flushed[f"{target.value}_{label}_samples_flushed"] = count
             if wanted:
                 flushed["samples_flushed"] += before[split]["total_samples"]
         return flushed
@@ -210,10 +238,12 @@ class SampleStore:
     # retrain history --------------------------------------------------------------------
     def record_retrain(self, row: dict[str, Any]) -> int:
         with self.engine.begin() as conn:
-            result = conn.execute(insert(retrains).values(**row))
-            return int(result.inserted_primary_key[0])
+            key = conn.execute(insert(retrains).values(**row)).inserted_primary_key
+            assert key is not None  # an INSERT of one row always has one
+            return int(key[0])
 
-    def list_retrains(self, *, limit: int = 50, offset: int = 0, ok_only: bool = False) -> list[dict[str, Any]]:
+    def list_retrains(self, *, limit: int = 50, offset: int = 0,
+                      ok_only: bool = False) -> list[dict[str, Any]]:
         stmt = select(retrains).order_by(retrains.c.id.desc()).limit(limit).offset(offset)
         if ok_only:
             stmt = stmt.where(retrains.c.status == "ok")

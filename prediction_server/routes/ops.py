@@ -6,20 +6,16 @@ import os
 import time
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 from prometheus_client import generate_latest
 
-from prediction_server.watcher import ModelWatcher
-from shared.auth import Access, require
+from prediction_server.deps import MetricsDep, ServingBundle, SettingsDep, WatcherDep
 from shared.predictor import LoadedBundle
-from shared.responses import rfc3339
 from shared.targets import TARGETS
+from shared.web.auth import Access, require
+from shared.wire import rfc3339
 
 router = APIRouter()
-
-
-def _bundle(request: Request) -> LoadedBundle:
-    return request.app.state.slot.bundle
 
 
 def _model_fields(bundle: LoadedBundle) -> dict[str, Any]:
@@ -35,13 +31,13 @@ def _model_fields(bundle: LoadedBundle) -> dict[str, Any]:
 
 
 @router.get("/", dependencies=require(Access.EPP))
-async def root(request: Request) -> dict[str, Any]:
+async def root(bundle: ServingBundle) -> dict[str, Any]:
     return {
         "service": "latency-predictor prediction server",
         "description": "Answers p90 TTFT/TPOT predictions from the newest published bundle; "
                        "POST /predict/bulk/strict is the hot path.",
         "docs": "/docs",
-        "model_version": _bundle(request).version,
+        "model_version": bundle.version,
     }
 
 
@@ -51,22 +47,26 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz")
-async def readyz(request: Request) -> dict[str, Any]:
+async def readyz(bundle: ServingBundle) -> dict[str, Any]:
     """Always ready: until a trained bundle lands the documented cold-start prior answers."""
-    bundle = _bundle(request)
     return {"status": "ready", "model_version": bundle.version, "cold_start": bundle.is_prior}
 
 
 @router.get("/status", dependencies=require(Access.EPP))
-async def status(request: Request) -> dict[str, Any]:
-    bundle = _bundle(request)
-    watcher: ModelWatcher = request.app.state.watcher
+async def status(bundle: ServingBundle, settings: SettingsDep,
+                 watcher: WatcherDep) -> dict[str, Any]:
     return {
         "is_ready": True,
         **_model_fields(bundle),
         "last_model_load": None if bundle.is_prior else rfc3339(bundle.loaded_at),
-        "training_server_url": request.app.state.settings.training_server_url,
+        "training_server_url": settings.training_server_url,
+        # shared-dir or trainer-sync, and why (shared.model_source)
+        "model_source": settings.model_source.value,
+        "model_source_reason": settings.model_source_reason,
         "models_exist": {f"{t.value}_model": bundle.has_model(t) for t in TARGETS},
+        # llm-d's queue-gated ensemble (separate no-queue and queued models): never served
+        # here, where is_queued and the queue length are features of one model per target.
+        "ensemble_active": False,
         "cold_start": bundle.is_prior,
         "refused_versions": watcher.refused,
         # log-factors on the model's answer: the bundle's conformal one and the live one
@@ -80,14 +80,10 @@ async def status(request: Request) -> dict[str, Any]:
 
 
 @router.post("/reload", dependencies=require(Access.ADMIN))
-async def reload(request: Request) -> dict[str, Any]:
+async def reload(watcher: WatcherDep) -> dict[str, Any]:
     """Look for a newer bundle now instead of at the next poll."""
-    watcher: ModelWatcher = request.app.state.watcher
-    synced = False
-    if request.app.state.sync_client is not None:
-        synced = await watcher.sync_from_trainer(request.app.state.sync_client)
-    loaded = await watcher.check()
-    bundle = _bundle(request)
+    synced, loaded = await watcher.reload()
+    bundle = watcher.slot.serving
     return {
         "synced": synced,
         "loaded": loaded,
@@ -98,8 +94,8 @@ async def reload(request: Request) -> dict[str, Any]:
 
 
 @router.get("/metrics", dependencies=require(Access.EPP))
-async def metrics(request: Request) -> Response:
+async def metrics(metrics: MetricsDep) -> Response:
     return Response(
-        generate_latest(request.app.state.metrics.registry),
+        generate_latest(metrics.registry),
         media_type="text/plain; version=0.0.4; charset=utf-8",
     )

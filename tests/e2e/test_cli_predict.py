@@ -12,28 +12,40 @@ from typing import Any
 import httpx
 import pytest
 
-from shared.synthetic import prediction_row
+from latency_cli.processes import ServerProcess, free_port
+from latency_cli.synthetic import prediction_row
 from tests.e2e.test_cli_status import cli, trained_cluster
-from tests.live import LiveServer, free_port
 
-ROW = prediction_row(input_token_length=900, num_request_waiting=1, num_request_running=12,
-                     prefix_cache_score=0.25, pod_type="prefill", prefill_tokens_in_flight=300)
-REQUIRED = ("kv_cache_percentage", "input_token_length", "num_request_waiting",
-            "num_request_running", "num_tokens_generated", "prefix_cache_score")
+ROW = prediction_row(
+    input_token_length=900,
+    num_request_waiting=1,
+    num_request_running=12,
+    prefix_cache_score=0.25,
+    pod_type="prefill",
+    prefill_tokens_in_flight=300,
+)
+REQUIRED = (
+    "kv_cache_percentage",
+    "input_token_length",
+    "num_request_waiting",
+    "num_request_running",
+    "num_tokens_generated",
+    "prefix_cache_score",
+)
 COMPARED = ("ttft_ms", "tpot_ms", "model_version", "quantile", "model_type", "objective_type")
+Cluster = tuple[ServerProcess, ServerProcess, str]  # trainer, predictor, served version
 
 
 @pytest.fixture(scope="module")
-def cluster(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[LiveServer, LiveServer, str]]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with trained_cluster(tmp_path_factory.mktemp("predict")) as servers:
         yield servers
 
 
 def flags(row: dict[str, Any]) -> list[str]:
-    return [arg for name, value in row.items()
-            for arg in (f"--{name.replace('_', '-')}", str(value))]
+    return [
+        arg for name, value in row.items() for arg in (f"--{name.replace('_', '-')}", str(value))
+    ]
 
 
 def served(url: str, row: dict[str, Any]) -> dict[str, Any]:
@@ -48,7 +60,7 @@ def predicted(*args: str, stdin: str | None = None) -> dict[str, Any]:
     return {k: json.loads(done.stdout)[k] for k in COMPARED}
 
 
-def test_predict_from_flags_equals_post_predict(cluster) -> None:
+def test_predict_from_flags_equals_post_predict(cluster: Cluster) -> None:
     _, predictor, version = cluster
     expected = served(predictor.url, ROW)
     assert expected["model_version"] == version
@@ -63,14 +75,15 @@ def test_predict_from_flags_equals_post_predict(cluster) -> None:
     assert lines["quantile"].strip().startswith("0.9 ")
 
 
-def test_optional_fields_default_like_the_schema(cluster) -> None:
+def test_optional_fields_default_like_the_schema(cluster: Cluster) -> None:
     _, predictor, _ = cluster
     required_only = {name: ROW[name] for name in REQUIRED}
     assert predicted("--url", predictor.url, *flags(required_only)) == served(
-        predictor.url, required_only)
+        predictor.url, required_only
+    )
 
 
-def test_predict_from_a_file_and_from_stdin(cluster, tmp_path: Path) -> None:
+def test_predict_from_a_file_and_from_stdin(cluster: Cluster, tmp_path: Path) -> None:
     trainer, predictor, _ = cluster
     expected = served(predictor.url, ROW)
     row_file = tmp_path / "row.json"
@@ -79,19 +92,21 @@ def test_predict_from_a_file_and_from_stdin(cluster, tmp_path: Path) -> None:
     assert predicted("--url", predictor.url, "--file", "-", stdin=json.dumps(ROW)) == expected
     # a flag given with the file overrides its field
     longer = {**ROW, "input_token_length": 5000}
-    assert predicted("--url", predictor.url, "--file", str(row_file),
-                     "--input-token-length", "5000") == served(predictor.url, longer)
+    assert predicted(
+        "--url", predictor.url, "--file", str(row_file), "--input-token-length", "5000"
+    ) == served(predictor.url, longer)
     # the training server answers /predict from the same published bundle
     assert predicted("--url", trainer.url, "--file", str(row_file)) == expected
 
 
-def test_a_bad_value_prints_the_field_and_exits_1(cluster, tmp_path: Path) -> None:
+def test_a_bad_value_prints_the_field_and_exits_1(cluster: Cluster, tmp_path: Path) -> None:
     _, predictor, _ = cluster
     done = cli("predict", "--url", predictor.url, *flags({**ROW, "kv_cache_percentage": 1.5}))
     assert done.returncode == 1
     assert done.stderr.strip() == (
         f"latency-predictor predict: the server at {predictor.url} refused the row: "
-        "kv_cache_percentage: Input should be less than or equal to 1")
+        "kv_cache_percentage: Input should be less than or equal to 1"
+    )
     row_file = tmp_path / "row.json"
     row_file.write_text(json.dumps({**ROW, "input_token_length": -1, "prefix_cache_score": 2}))
     done = cli("predict", "--url", predictor.url, "--file", str(row_file))
@@ -127,4 +142,5 @@ def test_a_server_that_is_down() -> None:
     assert done.returncode == 1
     assert done.stderr.strip() == (
         f"latency-predictor predict: cannot reach the prediction server at {url}: "
-        "connection refused")
+        "connection refused"
+    )

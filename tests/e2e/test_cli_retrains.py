@@ -10,12 +10,12 @@ from pathlib import Path
 
 import httpx
 
-from shared.synthetic import synthetic_rows
-from tests.live import LiveServer, free_port
+from latency_cli.processes import ServerProcess, free_port
+from latency_cli.synthetic import synthetic_rows
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "shared.cli", "retrains", *args],
+    return subprocess.run([sys.executable, "-m", "latency_cli", "retrains", *args],
                           capture_output=True, text=True, timeout=60, env=dict(os.environ))
 
 
@@ -24,7 +24,7 @@ def test_retrains_table_and_json(tmp_path: Path) -> None:
            "LATENCY_MODEL_DIR": str(tmp_path / "models"), "LATENCY_N_ESTIMATORS": "10",
            "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50", "LATENCY_RETRAINING_INTERVAL_SEC": "3600",
            "LATENCY_EARLY_RETRAINS": "false"}  # the test retrains with POST /retrain
-    server = LiveServer("training_server", free_port(), env, tmp_path / "t.log").start()
+    server = ServerProcess("training_server", free_port(), env, tmp_path / "t.log").start()
     try:
         for seed in (1, 2):
             rows = synthetic_rows(300, seed=seed)

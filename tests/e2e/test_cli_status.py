@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from shared.synthetic import synthetic_rows
-from tests.live import LiveServer, free_port
+from latency_cli.processes import ServerProcess, free_port
+from latency_cli.synthetic import synthetic_rows
 
 ROWS = 600
 
@@ -28,7 +28,7 @@ ROWS = 600
 def cli(*args: str, cwd: Path | None = None,
         stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """The console script as a subprocess, exactly as an operator runs it."""
-    return subprocess.run([sys.executable, "-m", "shared.cli", *args], check=False, cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "latency_cli", *args], check=False, cwd=cwd,
                           input=stdin, capture_output=True, text=True, timeout=60,
                           env=dict(os.environ))
 
@@ -46,8 +46,8 @@ def server_env(folder: Path, model_dir: Path | None = None) -> dict[str, str]:
     }
 
 
-def started(module: str, env: dict[str, str], log: Path) -> LiveServer:
-    return LiveServer(module, free_port(), env, log).start()
+def started(module: str, env: dict[str, str], log: Path) -> ServerProcess:
+    return ServerProcess(module, free_port(), env, log).start()
 
 
 def train(trainer_url: str, rows: int = ROWS, seed: int = 1) -> str:
@@ -69,11 +69,11 @@ def wait_until_served(predictor_url: str, version: str, timeout: float = 30.0) -
 
 
 @contextlib.contextmanager
-def trained_cluster(folder: Path) -> Iterator[tuple[LiveServer, LiveServer, str]]:
+def trained_cluster(folder: Path) -> Iterator[tuple[ServerProcess, ServerProcess, str]]:
     """A training and a prediction server sharing a model directory, both on a trained
     version; stopped (only these two processes) on exit."""
     env = server_env(folder)
-    servers: list[LiveServer] = []
+    servers: list[ServerProcess] = []
     try:
         servers.append(started("training_server", env, folder / "training.log"))
         servers.append(started("prediction_server", env, folder / "prediction.log"))
@@ -89,7 +89,7 @@ def trained_cluster(folder: Path) -> Iterator[tuple[LiveServer, LiveServer, str]
 @pytest.fixture(scope="module")
 def cluster(
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[LiveServer, LiveServer, str]]:
+) -> Iterator[tuple[ServerProcess, ServerProcess, str]]:
     with trained_cluster(tmp_path_factory.mktemp("status")) as servers:
         yield servers
 

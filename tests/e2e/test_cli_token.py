@@ -10,20 +10,20 @@ from pathlib import Path
 
 import httpx
 
-from shared.synthetic import synthetic_rows
-from tests.live import LiveServer, free_port
+from latency_cli.processes import ServerProcess, free_port
+from latency_cli.synthetic import synthetic_rows
 
 TOKEN = "cli-token"
 
 
 def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("LATENCY_API_TOKEN")}
-    return subprocess.run([sys.executable, "-m", "shared.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "latency_cli", *args], capture_output=True,
                           text=True, timeout=60, env={**clean, **env})
 
 
 def test_export_needs_the_token_from_the_environment(tmp_path: Path) -> None:
-    trainer = LiveServer("training_server", free_port(), {
+    trainer = ServerProcess("training_server", free_port(), {
         "LATENCY_DB_URL": f"sqlite:///{tmp_path / 'store.db'}",
         "LATENCY_MODEL_DIR": str(tmp_path / "models"), "LATENCY_API_TOKEN": TOKEN,
         "LATENCY_N_ESTIMATORS": "10", "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50",

@@ -7,12 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.live import free_port
+from latency_cli.processes import free_port
 
 
 def test_demo_serves_a_retrained_model_and_stops_its_servers(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "shared.cli", "demo", "--duration", "8", "--var",
+        [sys.executable, "-m", "latency_cli", "demo", "--duration", "8", "--var",
          str(tmp_path / "var"), "--training-port", str(free_port()),
          "--prediction-port", str(free_port())],
         env={**os.environ, "LATENCY_RETRAINING_INTERVAL_SEC": "2"},

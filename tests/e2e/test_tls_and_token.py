@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.synthetic import synthetic_rows
-from tests.live import LiveServer, free_port
+from latency_cli.processes import ServerProcess, free_port
+from latency_cli.synthetic import synthetic_rows
 
 TOKEN = "e2e-token"
 
@@ -32,13 +32,13 @@ def test_token_and_tls_end_to_end(tmp_path: Path) -> None:
     secret = tmp_path / "token"
     secret.write_text(TOKEN)
     common = {"LATENCY_API_TOKEN_FILE": str(secret), "LATENCY_N_ESTIMATORS": "10"}
-    trainer = LiveServer("training_server", free_port(), {
+    trainer = ServerProcess("training_server", free_port(), {
         **common, "LATENCY_DB_URL": f"sqlite:///{tmp_path / 'store.db'}",
         "LATENCY_MODEL_DIR": str(tmp_path / "trainer-models"),
         "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50", "LATENCY_RETRAINING_INTERVAL_SEC": "3600", "LATENCY_EARLY_RETRAINS": "false",
         "LATENCY_TLS_CERT_FILE": str(cert), "LATENCY_TLS_KEY_FILE": str(key),
     }, tmp_path / "trainer.log", tls_ca=cert)
-    predictor = LiveServer("prediction_server", free_port(), {
+    predictor = ServerProcess("prediction_server", free_port(), {
         **common, "LATENCY_MODEL_DIR": str(tmp_path / "predictor-models"),
         "LATENCY_SYNC_FROM_TRAINER": "1", "TRAINING_SERVER_URL": trainer.url,
         "MODEL_SYNC_INTERVAL_SEC": "0.5", "SSL_CERT_FILE": str(cert),  # trust our CA

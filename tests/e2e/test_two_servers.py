@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.synthetic import prediction_row, synthetic_rows
-from tests.live import LiveServer, free_port
+from latency_cli.processes import ServerProcess, free_port
+from latency_cli.synthetic import prediction_row, synthetic_rows
 
 BATCH = 200
 SHORT = prediction_row(input_token_length=50)
@@ -20,7 +20,7 @@ LONG = prediction_row(input_token_length=6000, num_request_waiting=2)
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[LiveServer, list[LiveServer]]]:
+def cluster(tmp_path: Path) -> Iterator[tuple[ServerProcess, list[ServerProcess]]]:
     env = {
         "LATENCY_DB_URL": f"sqlite:///{tmp_path / 'store.db'}",
         "LATENCY_MODEL_DIR": str(tmp_path / "models"),
@@ -33,9 +33,9 @@ def cluster(tmp_path: Path) -> Iterator[tuple[LiveServer, list[LiveServer]]]:
         "LATENCY_MAX_TRAINING_DATA_SIZE_PER_BUCKET": "10000000",
         "LATENCY_MAX_TEST_DATA_SIZE": "10000000",
     }
-    trainer = LiveServer("training_server", free_port(), env, tmp_path / "training.log")
+    trainer = ServerProcess("training_server", free_port(), env, tmp_path / "training.log")
     predictors = [
-        LiveServer("prediction_server", free_port(), env, tmp_path / f"prediction-{i}.log")
+        ServerProcess("prediction_server", free_port(), env, tmp_path / f"prediction-{i}.log")
         for i in range(2)
     ]
     try:
@@ -58,7 +58,7 @@ def ingest(url: str, rows: list[dict]) -> int:
     return accepted
 
 
-def wait_for_new_version(trainer: LiveServer, predictors: list[LiveServer], old: str | None,
+def wait_for_new_version(trainer: ServerProcess, predictors: list[ServerProcess], old: str | None,
                          timeout: float = 60.0) -> str:
     """Wait until the trainer publishes a version other than `old` and both predictors serve it."""
     deadline = time.monotonic() + timeout
@@ -71,7 +71,7 @@ def wait_for_new_version(trainer: LiveServer, predictors: list[LiveServer], old:
     raise AssertionError(f"no new version served by both predictors within {timeout}s")
 
 
-def strict(server: LiveServer, rows: list[dict]) -> dict:
+def strict(server: ServerProcess, rows: list[dict]) -> dict:
     reply = httpx.post(f"{server.url}/predict/bulk/strict", json={"requests": rows}, timeout=10)
     assert reply.status_code == 200, reply.text
     return reply.json()

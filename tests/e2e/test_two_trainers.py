@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
+from latency_cli.processes import ServerProcess, free_port
+from latency_cli.synthetic import synthetic_rows
 from shared.artifact import read_current_version
-from shared.synthetic import synthetic_rows
-from tests.live import LiveServer, free_port
 
 pytestmark = pytest.mark.postgres
 
@@ -24,7 +24,7 @@ TAKEOVER_BOUND_S = 15.0
 
 
 @pytest.fixture
-def trainers(tmp_path: Path, postgres_url: str) -> Iterator[list[LiveServer]]:
+def trainers(tmp_path: Path, postgres_url: str) -> Iterator[list[ServerProcess]]:
     env = {
         "LATENCY_DB_URL": postgres_url,
         "LATENCY_MODEL_DIR": str(tmp_path / "models"),
@@ -35,8 +35,10 @@ def trainers(tmp_path: Path, postgres_url: str) -> Iterator[list[LiveServer]]:
         "LATENCY_MAX_TRAINING_DATA_SIZE_PER_BUCKET": "10000000",
         "LATENCY_MAX_TEST_DATA_SIZE": "10000000",
     }
-    servers = [LiveServer("training_server", free_port(), env, tmp_path / f"trainer-{i}.log")
-               for i in range(2)]
+    servers = [
+        ServerProcess("training_server", free_port(), env, tmp_path / f"trainer-{i}.log")
+        for i in range(2)
+    ]
     try:
         for server in servers:  # one after the other: the first start-up runs the migrations
             server.start()
@@ -46,24 +48,28 @@ def trainers(tmp_path: Path, postgres_url: str) -> Iterator[list[LiveServer]]:
             server.stop()
 
 
-def status(server: LiveServer) -> dict[str, Any]:
+def status(server: ServerProcess) -> dict[str, Any]:
     reply = httpx.get(f"{server.url}/data/status", timeout=5)
     assert reply.status_code == 200, reply.text
-    return reply.json()
+    body: dict[str, Any] = reply.json()
+    return body
 
 
-def ok_retrains(server: LiveServer) -> list[dict[str, Any]]:
+def ok_retrains(server: ServerProcess) -> list[dict[str, Any]]:
     rows = httpx.get(f"{server.url}/retrains", params={"limit": 1000}, timeout=5).json()
     return [r for r in rows["retrains"] if r["status"] == "ok"]
 
 
-def ingest(server: LiveServer, rows: list[dict[str, Any]]) -> int:
+def ingest(server: ServerProcess, rows: list[dict[str, Any]]) -> int:
     accepted = 0
     for i in range(0, len(rows), BATCH):
-        reply = httpx.post(f"{server.url}/add_training_data_bulk",
-                           json={"entries": rows[i:i + BATCH]}, timeout=30)
+        reply = httpx.post(
+            f"{server.url}/add_training_data_bulk",
+            json={"entries": rows[i : i + BATCH]},
+            timeout=30,
+        )
         assert reply.status_code == 202, reply.text
-        accepted += len(rows[i:i + BATCH])
+        accepted += len(rows[i : i + BATCH])
     return accepted
 
 
@@ -78,11 +84,14 @@ def wait_until(predicate: Any, timeout: float, what: str) -> float:
 
 
 def test_one_leader_retrains_and_the_other_takes_over_after_sigkill(
-    trainers: list[LiveServer], tmp_path: Path
+    trainers: list[ServerProcess], tmp_path: Path
 ) -> None:
     model_dir = tmp_path / "models"
-    wait_until(lambda: sum(status(s)["trainer"]["is_leader"] for s in trainers) == 1, 10,
-               "exactly one leader")
+    wait_until(
+        lambda: sum(status(s)["trainer"]["is_leader"] for s in trainers) == 1,
+        10,
+        "exactly one leader",
+    )
     leader, follower = sorted(trainers, key=lambda s: not status(s)["trainer"]["is_leader"])
     leader_id, follower_id = (status(s)["trainer"]["id"] for s in (leader, follower))
     assert leader_id != follower_id
@@ -90,13 +99,21 @@ def test_one_leader_retrains_and_the_other_takes_over_after_sigkill(
     # Both replicas ingest; the leader's model reaches the follower through the model dir.
     accepted = ingest(leader, synthetic_rows(600, seed=1))
     accepted += ingest(follower, synthetic_rows(600, seed=2))
-    wait_until(lambda: status(follower)["model_version"] is not None
-               and status(follower)["model_version"] == read_current_version(model_dir),
-               60, "the follower serving the leader's first model")
+    wait_until(
+        lambda: (
+            status(follower)["model_version"] is not None
+            and status(follower)["model_version"] == read_current_version(model_dir)
+        ),
+        60,
+        "the follower serving the leader's first model",
+    )
     accepted += ingest(follower, synthetic_rows(400, seed=3))
     first = status(leader)["model_version"]
-    wait_until(lambda: status(leader)["model_version"] not in (None, first), 30,
-               "the leader retraining on the follower's samples")
+    wait_until(
+        lambda: status(leader)["model_version"] not in (None, first),
+        30,
+        "the leader retraining on the follower's samples",
+    )
     time.sleep(3.0)  # several more ticks: the follower must still not train
     led = ok_retrains(follower)
     assert len(led) >= 2
@@ -116,8 +133,9 @@ def test_one_leader_retrains_and_the_other_takes_over_after_sigkill(
             for _ in range(300):  # bounded
                 if stop.is_set():
                     return
-                reply = client.post(f"{follower.url}/add_training_data_bulk",
-                                    json={"entries": batch})
+                reply = client.post(
+                    f"{follower.url}/add_training_data_bulk", json={"entries": batch}
+                )
                 if reply.status_code != 202:
                     failures.append(reply.text)
                     return
@@ -129,15 +147,23 @@ def test_one_leader_retrains_and_the_other_takes_over_after_sigkill(
     try:
         time.sleep(0.5)
         leader.kill()
-        takeover_s = wait_until(lambda: status(follower)["trainer"]["is_leader"],
-                                TAKEOVER_BOUND_S, "the follower taking over")
+        takeover_s = wait_until(
+            lambda: status(follower)["trainer"]["is_leader"],
+            TAKEOVER_BOUND_S,
+            "the follower taking over",
+        )
         print(f"\ntakeover after SIGKILL of the leader: {takeover_s:.2f}s")
+
         # The new leader publishes a model that includes samples the old one never saw.
         def published_by_the_survivor() -> bool:
             newest = ok_retrains(follower)[0]
-            return (newest["trainer"] == follower_id
-                    and newest["version"] == read_current_version(model_dir)
-                    == status(follower)["model_version"])
+            published: bool = (
+                newest["trainer"] == follower_id
+                and newest["version"]
+                == read_current_version(model_dir)
+                == status(follower)["model_version"]
+            )
+            return published
 
         wait_until(published_by_the_survivor, 60, "the new leader publishing")
     finally:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
+from latency_cli.processes import ServerProcess, free_port
 from tests.conftest import publish_trained_bundle
-from tests.live import LiveServer, free_port
 
 
 def children(pid: int) -> list[int]:
@@ -28,17 +29,23 @@ def test_each_worker_serves_the_newly_published_bundle(tmp_path: Path) -> None:
     models = tmp_path / "models"
     models.mkdir()
     first = publish_trained_bundle(models, seed=1, version="20260101T000000.000000Z")
-    env = {"LATENCY_MODEL_DIR": str(models), "MODEL_SYNC_INTERVAL_SEC": "0.2",
-           "LATENCY_WORKERS": "2"}
-    server = LiveServer("prediction_server", free_port(), env, tmp_path / "pred.log").start()
+    env = {
+        "LATENCY_MODEL_DIR": str(models),
+        "MODEL_SYNC_INTERVAL_SEC": "0.2",
+        "LATENCY_WORKERS": "2",
+    }
+    server = ServerProcess("prediction_server", free_port(), env, tmp_path / "pred.log").start()
     try:
         assert server.proc is not None
-        python_children = [c for c in children(server.proc.pid)
-                           if "spawn_main" in Path(f"/proc/{c}/cmdline").read_text()]
+        python_children = [
+            c
+            for c in children(server.proc.pid)
+            if "spawn_main" in Path(f"/proc/{c}/cmdline").read_text()
+        ]
         assert len(python_children) == 2
         second = publish_trained_bundle(models, seed=2, version="20260102T000000.000000Z")
         deadline = time.monotonic() + 30
-        seen: list[dict] = []
+        seen: list[dict[str, Any]] = []
         while time.monotonic() < deadline:
             # fresh connections, so the kernel spreads them over both workers
             seen = [httpx.get(f"{server.url}/status").json() for _ in range(20)]

@@ -9,8 +9,9 @@ from typing import Any, TypeVar
 
 import httpx
 
-from shared.synthetic import synthetic_rows
-from tests.live import LiveServer, free_port
+from latency_cli.processes import ServerProcess, free_port
+from latency_cli.synthetic import synthetic_rows
+from shared.predictor import load_current_bundle
 
 T = TypeVar("T")
 
@@ -35,13 +36,21 @@ def trainer_env(tmp_path: Path, db_url: str, **extra: str) -> dict[str, str]:
     return env
 
 
-def new_trainer(tmp_path: Path, env: dict[str, str]) -> LiveServer:
-    return LiveServer("training_server", free_port(), env, tmp_path / "training.log")
+def published_version(model_dir: Path) -> str | None:
+    """The version of the published bundle, loaded and verified; None when none is."""
+    bundle = load_current_bundle(model_dir)
+    return None if bundle is None else bundle.version
 
 
-def wait_until(probe: Callable[[], T], what: str, timeout: float = 20.0,
-               interval: float = 0.05) -> T:
-    """Poll `probe` until it returns something truthy, at most `timeout` seconds."""
+def new_trainer(tmp_path: Path, env: dict[str, str]) -> ServerProcess:
+    return ServerProcess("training_server", free_port(), env, tmp_path / "training.log")
+
+
+def wait_until(
+    probe: Callable[[], T | None], what: str, timeout: float = 20.0, interval: float = 0.05
+) -> T:
+    """Poll `probe` until it returns something truthy, at most `timeout` seconds; that value
+    (never None: a probe answers None for "not yet")."""
     deadline = time.monotonic() + timeout
     while True:
         value = probe()
@@ -66,11 +75,13 @@ def ingest(url: str, rows: list[dict[str, Any]], timeout: float = 10.0) -> httpx
 def data_status(url: str) -> dict[str, Any]:
     reply = httpx.get(f"{url}/data/status", timeout=10)
     assert reply.status_code == 200, reply.text
-    return reply.json()
+    status: dict[str, Any] = reply.json()
+    return status
 
 
-def answer(server: LiveServer, rows: list[dict[str, Any]]
-           ) -> tuple[str, list[tuple[float, float]]]:
+def answer(
+    server: ServerProcess, rows: list[dict[str, Any]]
+) -> tuple[str, list[tuple[float, float]]]:
     """One strict call: the one version that answered, and every row's (ttft, tpot)."""
     reply = httpx.post(f"{server.url}/predict/bulk/strict", json={"requests": rows}, timeout=10)
     assert reply.status_code == 200, reply.text
@@ -92,14 +103,21 @@ def metric(url: str, series: str) -> float | None:
     return None
 
 
-def first_bundle(trainer: LiveServer, rows: int = 300, seed: int = 1) -> str:
+def present_metric(url: str, series: str) -> float:
+    """metric() of a series the server must already print: absent fails the test."""
+    value = metric(url, series)
+    assert value is not None, f"{series} absent from {url}/metrics"
+    return value
+
+
+def first_bundle(trainer: ServerProcess, rows: int = 300, seed: int = 1) -> str:
     """Ingest enough rows for trees and wait until the first retrain is published and
     recorded (its retrains row written: the retrain is over)."""
     assert ingest(trainer.url, marked_rows(0, rows, seed)).status_code == 202
 
     def recorded() -> str | None:
         status = data_status(trainer.url)
-        last = status["last_retrain"] or {}
+        last = status["last_retrain_detail"] or {}
         version = status["model_version"]
         return version if version and last.get("version") == version else None
 

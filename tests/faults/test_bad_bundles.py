@@ -23,10 +23,10 @@ from typing import Any
 import httpx
 import pytest
 
+from latency_cli.processes import ServerProcess, free_port
 from shared.artifact import MANIFEST, bundle_dir_for, publish_pointer
 from tests.conftest import publish_trained_bundle
-from tests.faults.helpers import answer, metric, wait_until
-from tests.live import LiveServer, free_port
+from tests.faults.helpers import answer, metric, present_metric, wait_until
 from tests.prediction_server.helpers import epp_rows
 
 SERVED = "20260101T000000.000000Z"  # trained on seed 1
@@ -57,7 +57,8 @@ class Library:
 
 
 def _manifest(bundle: Path) -> dict[str, Any]:
-    return json.loads((bundle / MANIFEST).read_text())
+    manifest: dict[str, Any] = json.loads((bundle / MANIFEST).read_text())
+    return manifest
 
 
 def _write_manifest(bundle: Path, manifest: dict[str, Any]) -> None:
@@ -126,16 +127,20 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory,
-           library: Library) -> Iterator[tuple[LiveServer, Path]]:
+def served(
+    tmp_path_factory: pytest.TempPathFactory, library: Library
+) -> Iterator[tuple[ServerProcess, Path]]:
     """One prediction server for the module, started on a good bundle."""
     root = tmp_path_factory.mktemp("bad-bundles")
     model_dir = root / "models"
     shutil.copytree(bundle_dir_for(library.root, SERVED), bundle_dir_for(model_dir, SERVED))
     publish_pointer(model_dir, SERVED)
-    env = {"LATENCY_MODEL_DIR": str(model_dir), "MODEL_SYNC_INTERVAL_SEC": str(SYNC_SEC),
-           "LATENCY_WORKERS": "1"}  # one process: /status and /metrics speak for the server
-    server = LiveServer("prediction_server", free_port(), env, root / "prediction.log")
+    env = {
+        "LATENCY_MODEL_DIR": str(model_dir),
+        "MODEL_SYNC_INTERVAL_SEC": str(SYNC_SEC),
+        "LATENCY_WORKERS": "1",
+    }  # one process: /status and /metrics speak for the server
+    server = ServerProcess("prediction_server", free_port(), env, root / "prediction.log")
     try:
         server.start()
         yield server, model_dir
@@ -143,27 +148,30 @@ def served(tmp_path_factory: pytest.TempPathFactory,
         server.stop()
 
 
-
-def status(server: LiveServer) -> dict[str, Any]:
+def status(server: ServerProcess) -> dict[str, Any]:
     reply = httpx.get(f"{server.url}/status", timeout=10)
     assert reply.status_code == 200
-    return reply.json()
+    body: dict[str, Any] = reply.json()
+    return body
 
 
 @pytest.mark.parametrize("kind", list(BREAKERS))
 def test_broken_bundle_is_refused_once_and_the_last_good_keeps_serving(
-    served: tuple[LiveServer, Path], library: Library, kind: str
+    served: tuple[ServerProcess, Path], library: Library, kind: str
 ) -> None:
     server, model_dir = served
     breaker, reason = BREAKERS[kind]
     good_version, good_answer = answer(server, ROWS)
-    refused_before = metric(server.url, "latency_model_refused_total")
+    refused_before = present_metric(server.url, "latency_model_refused_total")
 
     bad, bundle = library.stage(model_dir, OTHER)
     breaker(bundle)
     publish_pointer(model_dir, bad)
-    refused = wait_until(lambda: status(server)["refused_versions"].get(bad),
-                         f"the server refuses the {kind} bundle", timeout=10)
+    refused = wait_until(
+        lambda: status(server)["refused_versions"].get(bad),
+        f"the server refuses the {kind} bundle",
+        timeout=10,
+    )
     assert reason in refused
     time.sleep(5 * SYNC_SEC)  # several more polls of the same CURRENT
 
@@ -179,22 +187,28 @@ def test_broken_bundle_is_refused_once_and_the_last_good_keeps_serving(
     # The watcher is alive: the next good bundle is taken (the same models as served).
     good, _ = library.stage(model_dir, SERVED)
     publish_pointer(model_dir, good)
-    wait_until(lambda: status(server)["model_version"] == good, "the next good bundle is served",
-               timeout=10)
+    wait_until(
+        lambda: status(server)["model_version"] == good,
+        "the next good bundle is served",
+        timeout=10,
+    )
     assert answer(server, ROWS) == (good, good_answer)
     assert metric(server.url, "latency_model_refused_total") == refused_before + 1
 
 
 def test_pointer_outside_the_versions_folder_or_to_nothing_is_refused(
-    served: tuple[LiveServer, Path]
+    served: tuple[ServerProcess, Path],
 ) -> None:
     server, model_dir = served
     good_version, good_answer = answer(server, ROWS)
-    refused_before = metric(server.url, "latency_model_refused_total")
+    refused_before = present_metric(server.url, "latency_model_refused_total")
     for bad in ("20990101T000000.000000Z", "../../etc"):  # no such folder; an escape
         publish_pointer(model_dir, bad)
-        wait_until(lambda bad=bad: bad in status(server)["refused_versions"],
-                   f"the server refuses CURRENT={bad!r}", timeout=10)
+
+        def refused(version: str = bad) -> bool:
+            return version in status(server)["refused_versions"]
+
+        wait_until(refused, f"the server refuses CURRENT={bad!r}", timeout=10)
     assert answer(server, ROWS) == (good_version, good_answer)
     assert httpx.get(f"{server.url}/readyz", timeout=10).status_code == 200
     assert metric(server.url, "latency_model_refused_total") == refused_before + 2
@@ -207,9 +221,12 @@ def test_server_starts_on_an_unreadable_bundle_and_serves_the_prior(
     bad, bundle = library.stage(model_dir, SERVED)
     manifest_is_a_directory(bundle)
     publish_pointer(model_dir, bad)
-    env = {"LATENCY_MODEL_DIR": str(model_dir), "MODEL_SYNC_INTERVAL_SEC": str(SYNC_SEC),
-           "LATENCY_WORKERS": "1"}
-    server = LiveServer("prediction_server", free_port(), env, tmp_path / "prediction.log")
+    env = {
+        "LATENCY_MODEL_DIR": str(model_dir),
+        "MODEL_SYNC_INTERVAL_SEC": str(SYNC_SEC),
+        "LATENCY_WORKERS": "1",
+    }
+    server = ServerProcess("prediction_server", free_port(), env, tmp_path / "prediction.log")
     try:
         server.start(ready_timeout=20)
         version, _ = answer(server, ROWS)

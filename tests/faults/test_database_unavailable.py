@@ -21,13 +21,14 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 from sqlalchemy.exc import OperationalError
 
+from latency_cli.processes import ServerProcess
 from shared.artifact import read_current_version
-from shared.predictor import load_current_bundle
 from shared.schemas import TrainingEntry
 from tests.conftest import PG_URL
 from tests.faults.helpers import (
@@ -37,11 +38,12 @@ from tests.faults.helpers import (
     marked_rows,
     metric,
     new_trainer,
+    present_metric,
+    published_version,
     trainer_env,
     wait_until,
 )
 from tests.faults.tcp_cut import TcpCut
-from tests.live import LiveServer
 from training_server.db import SQLITE_BUSY_TIMEOUT_SEC, make_engine, sqlite_busy_timeout
 from training_server.migrate import upgrade
 from training_server.store import SampleStore
@@ -50,25 +52,34 @@ INTERVAL = 1.0  # retrain interval of the PostgreSQL trainer (s)
 SQLITE_INTERVAL = 1.5  # SQLite: room to ingest and take the lock between two retrains
 
 
+def server_address(url: str) -> tuple[str, int]:
+    """Host and port of the PostgreSQL server the suite uses (5432, or its own server's)."""
+    parts = urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None, url
+    return parts.hostname, parts.port
+
+
 def forwarded(url: str, port: int) -> str:
-    return url.replace("@127.0.0.1:5432/", f"@127.0.0.1:{port}/", 1)
+    host, real = server_address(url)
+    return url.replace(f"@{host}:{real}/", f"@127.0.0.1:{port}/", 1)
 
 
-def assert_retrains_again(trainer: LiveServer, model_dir: Path, after: str) -> str:
+def assert_retrains_again(trainer: ServerProcess, model_dir: Path, after: str) -> str:
     """Fresh rows are taken (202) and a retrain publishes a new version by itself."""
     reply = ingest(trainer.url, marked_rows(50_000_000, 200, seed=11))
     assert reply.status_code == 202, reply.text
-    version = wait_until(
+    version: str = wait_until(
         lambda: (v := data_status(trainer.url)["model_version"]) not in (None, after) and v,
-        "a retrain publishes after the store came back", timeout=30,
+        "a retrain publishes after the store came back",
+        timeout=30,
     )
     status = data_status(trainer.url)
     assert status["retrain_failures"]["consecutive"] == 0
     assert status["retrain_failures"]["last_error"] is None
-    assert status["last_retrain"]["status"] == "ok"
+    assert status["last_retrain_detail"]["status"] == "ok"
     assert metric(trainer.url, "latency_retrain_consecutive_failures") == 0.0
     assert read_current_version(model_dir) == version
-    assert load_current_bundle(model_dir).version == version
+    assert published_version(model_dir) == version
     assert httpx.get(f"{trainer.url}/readyz").status_code == 200
     assert httpx.get(f"{trainer.url}/healthz").json()["status"] == "ok"
     return version
@@ -104,8 +115,9 @@ def test_sqlite_url_timeout_bounds_the_wait_for_a_locked_database(tmp_path: Path
 def test_sqlite_locked_answers_503_and_recovers_without_a_restart(tmp_path: Path) -> None:
     db = tmp_path / "store.db"
     model_dir = tmp_path / "models"
-    env = trainer_env(tmp_path, f"sqlite:///{db}?timeout=1",
-                      LATENCY_RETRAINING_INTERVAL_SEC=str(SQLITE_INTERVAL))
+    env = trainer_env(
+        tmp_path, f"sqlite:///{db}?timeout=1", LATENCY_RETRAINING_INTERVAL_SEC=str(SQLITE_INTERVAL)
+    )
     trainer = new_trainer(tmp_path, env)
     lock: sqlite3.Connection | None = None
     try:
@@ -133,18 +145,20 @@ def test_sqlite_locked_answers_503_and_recovers_without_a_restart(tmp_path: Path
 
         failures = wait_until(
             lambda: (f := data_status(trainer.url)["retrain_failures"])["consecutive"] >= 1 and f,
-            "the retrain that cannot record itself is counted as failed", timeout=15,
+            "the retrain that cannot record itself is counted as failed",
+            timeout=15,
         )
         assert "database is locked" in failures["last_error"]
-        assert metric(trainer.url, "latency_retrain_consecutive_failures") >= 1.0
-        assert metric(trainer.url, 'latency_retrains_total{status="failed"}') >= 1.0
+        assert present_metric(trainer.url, "latency_retrain_consecutive_failures") >= 1.0
+        assert present_metric(trainer.url, 'latency_retrains_total{status="failed"}') >= 1.0
         # That retrain did publish (CURRENT moved before its record failed): the trainer
         # serves what CURRENT names, and does not republish the same rows at every tick.
         time.sleep(1.5 * SQLITE_INTERVAL)
         status = data_status(trainer.url)
         published = read_current_version(model_dir)
+        assert published is not None
         assert status["model_version"] == published
-        assert load_current_bundle(model_dir).version == published
+        assert published_version(model_dir) == published
         locked_for = time.monotonic() - locked_at
         assert status["retrain_failures"]["total"] <= locked_for / SQLITE_INTERVAL + 1
         assert status["retrain_failures"]["total"] == 1  # nothing new to fit: no more tries
@@ -155,9 +169,11 @@ def test_sqlite_locked_answers_503_and_recovers_without_a_restart(tmp_path: Path
         lock = None
         unlocked_at = time.monotonic()
         v3 = assert_retrains_again(trainer, model_dir, after=published)
-        print(f"sqlite locked {locked_for:.1f}s: ingest {codes} (slowest {slowest:.2f}s), "
-              f"failures {status['retrain_failures']['total']}, served {published}; "
-              f"unlocked: {v3} after {time.monotonic() - unlocked_at:.2f}s")
+        print(
+            f"sqlite locked {locked_for:.1f}s: ingest {codes} (slowest {slowest:.2f}s), "
+            f"failures {status['retrain_failures']['total']}, served {published}; "
+            f"unlocked: {v3} after {time.monotonic() - unlocked_at:.2f}s"
+        )
         assert trainer.proc is not None and trainer.proc.pid == pid  # no restart
         assert v1 != published
     finally:
@@ -172,7 +188,7 @@ def test_postgres_cut_answers_503_and_recovers_without_a_restart(
 ) -> None:
     assert postgres_url.startswith(PG_URL)
     model_dir = tmp_path / "models"
-    tcp = TcpCut(("127.0.0.1", 5432)).start()
+    tcp = TcpCut(server_address(postgres_url)).start()
     trainer = new_trainer(tmp_path, trainer_env(tmp_path, forwarded(postgres_url, tcp.port)))
     try:
         trainer.start()
@@ -182,7 +198,7 @@ def test_postgres_cut_answers_503_and_recovers_without_a_restart(
 
         assert tcp.cut() >= 1  # at least the leadership session and a pooled connection
         cut_at = time.monotonic()
-        codes = []
+        codes: list[int] = []
         while time.monotonic() - cut_at < 3 * INTERVAL:  # several retrain ticks
             t0 = time.monotonic()
             reply = ingest(trainer.url, marked_rows(3_000_000 + len(codes) * 200, 200, seed=4))
@@ -196,13 +212,15 @@ def test_postgres_cut_answers_503_and_recovers_without_a_restart(
         health = httpx.get(f"{trainer.url}/healthz").json()
         assert health == {"status": "ok", "consecutive_retrain_failures": 0}
         assert read_current_version(model_dir) == v1
-        assert load_current_bundle(model_dir).version == v1
+        assert published_version(model_dir) == v1
 
         tcp.restore()
         restored_at = time.monotonic()
         v2 = assert_retrains_again(trainer, model_dir, after=v1)
-        print(f"postgres cut {restored_at - cut_at:.1f}s: ingest {len(codes)} x {set(codes)}; "
-              f"restored: {v2} after {time.monotonic() - restored_at:.2f}s")
+        print(
+            f"postgres cut {restored_at - cut_at:.1f}s: ingest {len(codes)} x {set(codes)}; "
+            f"restored: {v2} after {time.monotonic() - restored_at:.2f}s"
+        )
         assert data_status(trainer.url)["trainer"]["is_leader"] is True
         assert trainer.proc is not None and trainer.proc.pid == pid  # no restart
     finally:
@@ -214,7 +232,7 @@ def test_postgres_cut_answers_503_and_recovers_without_a_restart(
 def test_status_and_metrics_answer_while_postgres_is_gone(
     postgres_url: str, tmp_path: Path
 ) -> None:
-    tcp = TcpCut(("127.0.0.1", 5432)).start()
+    tcp = TcpCut(server_address(postgres_url)).start()
     trainer = new_trainer(tmp_path, trainer_env(tmp_path, forwarded(postgres_url, tcp.port)))
     try:
         trainer.start()

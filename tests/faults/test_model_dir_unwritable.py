@@ -16,14 +16,14 @@ from pathlib import Path
 import httpx
 
 from shared.artifact import CURRENT_POINTER, VERSIONS_DIR, read_current_version
-from shared.predictor import load_current_bundle
 from tests.faults.helpers import (
     data_status,
     first_bundle,
     ingest,
     marked_rows,
-    metric,
     new_trainer,
+    present_metric,
+    published_version,
     trainer_env,
     wait_until,
 )
@@ -43,20 +43,21 @@ def test_pointer_that_cannot_be_written_publishes_nothing(tmp_path: Path) -> Non
         before = bundle_folders(model_dir)
         assert before == [v1]
 
-        blocker = model_dir / f".{CURRENT_POINTER}.{trainer.proc.pid}.tmp"
+        blocker = model_dir / f".{CURRENT_POINTER}.{trainer.pid}.tmp"
         blocker.mkdir()
         (blocker / "keep").write_text("makes the path neither writable nor removable as a file")
         assert ingest(trainer.url, marked_rows(1_000_000, 200, seed=31)).status_code == 202
 
         failures = wait_until(
             lambda: (f := data_status(trainer.url)["retrain_failures"])["consecutive"] >= 2 and f,
-            "two retrains fail on the pointer", timeout=20,
+            "two retrains fail on the pointer",
+            timeout=20,
         )
         assert failures["last_error"].startswith("IsADirectoryError")
         assert httpx.get(f"{trainer.url}/readyz").status_code == 200
-        assert metric(trainer.url, "latency_retrain_consecutive_failures") >= 2
+        assert present_metric(trainer.url, "latency_retrain_consecutive_failures") >= 2
         assert read_current_version(model_dir) == v1
-        assert load_current_bundle(model_dir).version == v1
+        assert published_version(model_dir) == v1
         assert data_status(trainer.url)["model_version"] == v1
         # Each failed attempt wrote a whole version folder before the pointer failed; none
         # may stay behind (readers never saw it), or a long fault fills the disk.
@@ -66,10 +67,11 @@ def test_pointer_that_cannot_be_written_publishes_nothing(tmp_path: Path) -> Non
         blocker.rmdir()
         v2 = wait_until(
             lambda: (v := data_status(trainer.url)["model_version"]) != v1 and v,
-            "the next retrain publishes once the path is free", timeout=20,
+            "the next retrain publishes once the path is free",
+            timeout=20,
         )
         assert read_current_version(model_dir) == v2
-        assert load_current_bundle(model_dir).version == v2
+        assert published_version(model_dir) == v2
         assert data_status(trainer.url)["retrain_failures"]["consecutive"] == 0
         assert bundle_folders(model_dir) == [v1, v2]
     finally:

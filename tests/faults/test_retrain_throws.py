@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 
 from shared.artifact import VERSIONS_DIR, read_current_version
-from shared.predictor import load_bundle, load_current_bundle
+from shared.predictor import load_bundle
 from tests.faults.helpers import (
     data_status,
     first_bundle,
@@ -22,6 +22,8 @@ from tests.faults.helpers import (
     marked_rows,
     metric,
     new_trainer,
+    present_metric,
+    published_version,
     trainer_env,
     wait_until,
 )
@@ -47,7 +49,7 @@ def test_failing_retrains_are_counted_then_recover(tmp_path: Path) -> None:
             ready = httpx.get(f"{trainer.url}/readyz", timeout=5)
             assert ready.status_code == 200  # a failing retrain never costs readiness
             assert read_current_version(model_dir) == v1
-            consecutive = data_status(trainer.url)["retrain_failures"]["consecutive"]
+            consecutive: int = data_status(trainer.url)["retrain_failures"]["consecutive"]
             health = httpx.get(f"{trainer.url}/healthz", timeout=5).json()
             assert health["consecutive_retrain_failures"] >= consecutive  # read just after
             degraded = health["consecutive_retrain_failures"] >= DEGRADED_AFTER
@@ -62,10 +64,12 @@ def test_failing_retrains_are_counted_then_recover(tmp_path: Path) -> None:
         assert failures["total"] == failures["consecutive"]
         assert failures["last_error"].startswith("FileExistsError")
         assert status["model_version"] == v1
-        assert status["last_retrain"]["version"] == v1  # the last success, still shown
+        assert status["last_retrain_detail"]["version"] == v1  # the last success, still shown
         assert httpx.get(f"{trainer.url}/healthz").json()["status"] == "degraded"
-        assert metric(trainer.url, "latency_retrain_consecutive_failures") >= DEGRADED_AFTER
-        assert metric(trainer.url, 'latency_retrains_total{status="failed"}') >= DEGRADED_AFTER
+        in_a_row = present_metric(trainer.url, "latency_retrain_consecutive_failures")
+        assert in_a_row >= DEGRADED_AFTER
+        failed = present_metric(trainer.url, 'latency_retrains_total{status="failed"}')
+        assert failed >= DEGRADED_AFTER
         assert sorted(seen) == seen  # the streak only grew while the fault lasted
         history = httpx.get(f"{trainer.url}/retrains", params={"limit": 3}).json()["retrains"]
         assert [(r["status"], r["version"]) for r in history] == [("failed", None)] * 3
@@ -77,7 +81,8 @@ def test_failing_retrains_are_counted_then_recover(tmp_path: Path) -> None:
         assert load_bundle(model_dir, v1).version == v1
         v2 = wait_until(
             lambda: (v := data_status(trainer.url)["model_version"]) != v1 and v,
-            "the next retrain succeeds on its own", timeout=20,
+            "the next retrain succeeds on its own",
+            timeout=20,
         )
         status = data_status(trainer.url)
         assert status["retrain_failures"]["consecutive"] == 0
@@ -86,7 +91,7 @@ def test_failing_retrains_are_counted_then_recover(tmp_path: Path) -> None:
         assert httpx.get(f"{trainer.url}/healthz").json()["status"] == "ok"
         assert metric(trainer.url, "latency_retrain_consecutive_failures") == 0.0
         assert read_current_version(model_dir) == v2
-        assert load_current_bundle(model_dir).version == v2
+        assert published_version(model_dir) == v2
         assert trainer.proc is not None and trainer.proc.pid == pid  # no restart
     finally:
         trainer.stop()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 
+from latency_cli.processes import ServerProcess, free_port
 from tests.faults.helpers import (
     answer,
     data_status,
@@ -17,10 +18,10 @@ from tests.faults.helpers import (
     marked_rows,
     metric,
     new_trainer,
+    present_metric,
     trainer_env,
     wait_until,
 )
-from tests.live import LiveServer, free_port
 from tests.prediction_server.helpers import epp_rows
 
 SYNC_SEC = 0.2
@@ -29,25 +30,30 @@ ROWS = epp_rows(8, seed=60)
 SYNC_ERRORS = "latency_model_sync_errors_total"
 
 
-
 def test_predictions_go_on_while_the_trainer_is_down_and_sync_resumes(tmp_path: Path) -> None:
     trainer = new_trainer(tmp_path, trainer_env(tmp_path, f"sqlite:///{tmp_path / 'store.db'}"))
     mirror_dir = tmp_path / "mirror"  # the prediction server's own folder: nothing shared
-    predictor = LiveServer("prediction_server", free_port(), {
-        "LATENCY_MODEL_DIR": str(mirror_dir),
-        "LATENCY_SYNC_FROM_TRAINER": "1",
-        "TRAINING_SERVER_URL": trainer.url,
-        "MODEL_SYNC_INTERVAL_SEC": str(SYNC_SEC),
-        "LATENCY_WORKERS": "1",
-    }, tmp_path / "prediction.log")
+    predictor = ServerProcess(
+        "prediction_server",
+        free_port(),
+        {
+            "LATENCY_MODEL_DIR": str(mirror_dir),
+            "LATENCY_SYNC_FROM_TRAINER": "1",
+            "TRAINING_SERVER_URL": trainer.url,
+            "MODEL_SYNC_INTERVAL_SEC": str(SYNC_SEC),
+            "LATENCY_WORKERS": "1",
+        },
+        tmp_path / "prediction.log",
+    )
     try:
         trainer.start()
         predictor.start()
         v1 = first_bundle(trainer)
-        wait_until(lambda: answer(predictor, ROWS)[0] == v1,
-                   "the predictor mirrors the first bundle")
+        wait_until(
+            lambda: answer(predictor, ROWS)[0] == v1, "the predictor mirrors the first bundle"
+        )
         before = answer(predictor, ROWS)
-        errors_before = metric(predictor.url, SYNC_ERRORS)
+        errors_before = present_metric(predictor.url, SYNC_ERRORS)
 
         trainer.kill()
         killed_at = time.monotonic()
@@ -61,7 +67,7 @@ def test_predictions_go_on_while_the_trainer_is_down_and_sync_resumes(tmp_path: 
             ages.append(state["model_age_seconds"])
             time.sleep(0.5)
         assert ages == sorted(ages) and ages[-1] - ages[0] >= DOWN_SEC - 1.5
-        errors_down = metric(predictor.url, SYNC_ERRORS)
+        errors_down = present_metric(predictor.url, SYNC_ERRORS)
         # One failed sync per poll, give or take the poll in progress.
         assert errors_down - errors_before >= DOWN_SEC / SYNC_SEC / 2
         assert metric(predictor.url, "latency_model_watch_errors_total") == 0.0
@@ -69,14 +75,19 @@ def test_predictions_go_on_while_the_trainer_is_down_and_sync_resumes(tmp_path: 
         trainer.start()  # same store, same model folder, same port
         assert data_status(trainer.url)["model_version"] == v1  # resumed, not retrained
         assert ingest(trainer.url, marked_rows(5_000_000, 200, seed=12)).status_code == 202
-        v2 = wait_until(lambda: (v := answer(predictor, ROWS)[0]) != v1 and v,
-                        "the predictor mirrors a bundle from the restarted trainer", timeout=30)
+        v2 = wait_until(
+            lambda: v if (v := answer(predictor, ROWS)[0]) != v1 else None,
+            "the predictor mirrors a bundle from the restarted trainer",
+            timeout=30,
+        )
         assert v2 > v1  # versions sort by time
         settled = metric(predictor.url, SYNC_ERRORS)
         time.sleep(4 * SYNC_SEC)
         assert metric(predictor.url, SYNC_ERRORS) == settled  # syncing cleanly again
-        print(f"down {DOWN_SEC}s: sync errors {errors_before} -> {errors_down}, model age "
-              f"{ages[0]:.1f} -> {ages[-1]:.1f}s; after restart {v1} -> {v2}")
+        print(
+            f"down {DOWN_SEC}s: sync errors {errors_before} -> {errors_down}, model age "
+            f"{ages[0]:.1f} -> {ages[-1]:.1f}s; after restart {v1} -> {v2}"
+        )
     finally:
         predictor.stop()
         trainer.stop()

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from latency_cli.synthetic import prediction_row, synthetic_rows
 from prediction_server.app import create_app as create_prediction_app
 from shared.schemas import COUNT_MAX
 from shared.settings import PredictionSettings
-from shared.synthetic import prediction_row, synthetic_rows
 from shared.target_space import MAX_MS
 from tests.conftest import publish_trained_bundle, training_settings
 from training_server.app import create_app as create_training_app
@@ -54,7 +54,7 @@ def with_literal(row: dict[str, Any], field: str, literal: str) -> str:
     return json.dumps({**row, field: "@@"}).replace('"@@"', literal)
 
 
-# --- the predict routes (shared.predict_api), on both servers ------------------------------
+# --- the predict routes (prediction_server.routes.predict) ------------------------------
 
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
 @pytest.mark.parametrize("field", ["kv_cache_percentage", "input_token_length"])
@@ -79,16 +79,18 @@ def test_a_body_that_is_not_utf8_answers_422(prediction: TestClient) -> None:
         assert response.status_code == 422, (path, response.text)
 
 
-def test_bulk_echoes_a_bad_row_holding_any_integer(prediction: TestClient) -> None:
-    """Was 500: orjson cannot write integers past 64 bits, and the bad row is echoed."""
+def test_bulk_refuses_a_bad_row_holding_any_integer(prediction: TestClient) -> None:
+    """Was 500: orjson cannot write integers past 64 bits, and the bad row was echoed (in a
+    per-row error, before /predict/bulk validated whole bodies; now in the 422's input)."""
     huge = -(2**63) - 1
     response = prediction.post("/predict/bulk", content=json.dumps(
         {"requests": [prediction_row(), {"": huge, "input_token_length": 2**70}]}), headers=JSON)
-    assert response.status_code == 200, response.text
-    body = response.json()
-    assert body["predictions"][1] is None and body["predictions"][0]["ttft_ms"] > 0
-    assert body["errors"][0]["request"] == {"": huge, "input_token_length": 2**70}  # exact
-    assert "input_token_length" in body["errors"][0]["error"]
+    locations = detail_locations(response)
+    assert ["body", "requests", 1, "input_token_length"] in locations
+    assert ["body", "requests", 1, "kv_cache_percentage"] in locations  # missing
+    assert all(loc[:3] == ["body", "requests", 1] for loc in locations)
+    too_big = next(e for e in response.json()["detail"] if e["loc"][-1] == "input_token_length")
+    assert too_big["input"] == 2**70  # exact
 
 
 @pytest.mark.parametrize("value", [True, False])
@@ -99,8 +101,8 @@ def test_booleans_are_not_numbers(prediction: TestClient, value: bool) -> None:
         ["body", "num_request_waiting"]]
     assert detail_locations(prediction.post("/predict/bulk/strict", json={
         "requests": [prediction_row(), row]})) == [["body", "requests", 1, "num_request_waiting"]]
-    bulk = prediction.post("/predict/bulk", json={"requests": [row]}).json()
-    assert bulk["predictions"] == [None] and "num_request_waiting" in bulk["errors"][0]["error"]
+    assert detail_locations(prediction.post("/predict/bulk", json={"requests": [row]})) == [
+        ["body", "requests", 0, "num_request_waiting"]]
 
 
 def test_a_list_for_a_number_answers_422_not_500(prediction: TestClient) -> None:
@@ -165,8 +167,8 @@ def test_a_retrain_on_absurd_but_valid_actuals_succeeds(training: TestClient) ->
         row["predicted_ttft_ms"] = row["predicted_tpot_ms"] = 1.7e308
     assert training.post("/add_training_data_bulk", json={"entries": rows}).status_code == 202
     assert training.post("/retrain").json() == {"outcome": "ok", "last_error": None}
-    for answer in training.post("/predict/bulk/strict", json={"requests": [
-            prediction_row(), prediction_row(input_token_length=COUNT_MAX)]}).json()["predictions"]:
+    for row in (prediction_row(), prediction_row(input_token_length=COUNT_MAX)):
+        answer = training.post("/predict", json=row).json()  # the trainer's debugging route
         for key in ("ttft_ms", "tpot_ms"):
             assert math.isfinite(answer[key]) and 0 <= answer[key] <= MAX_MS * math.exp(5)
     retrain = training.get("/retrains").json()["retrains"][0]

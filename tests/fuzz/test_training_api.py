@@ -18,8 +18,8 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from latency_cli.synthetic import synthetic_rows
 from shared.settings import ModelType, TrainingSettings
-from shared.synthetic import synthetic_rows
 from tests.conftest import training_settings
 from tests.fuzz.harness import (
     FUZZ_SETTINGS,

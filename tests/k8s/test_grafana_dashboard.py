@@ -18,21 +18,34 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, Summary
 
 from prediction_server.metrics import PredictionMetrics
-from prediction_server.slot import ModelSlot
 from shared.predictor import prior_bundle
 from shared.settings import PredictionSettings
+from shared.slot import BundleSlot
 from training_server.metrics import TrainingMetrics
 
 DASHBOARD = (
-    Path(__file__).resolve().parents[2] / "k8s" / "overlays" / "monitoring"
+    Path(__file__).resolve().parents[2]
+    / "k8s"
+    / "overlays"
+    / "monitoring"
     / "grafana-dashboard.json"
 )
 PANEL_TYPES = {"timeseries", "stat", "table"}
 GRID_WIDTH = 24
 # Grafana's own variables, usable in any query.
 GRAFANA_BUILTINS = {
-    "__rate_interval", "__interval", "__interval_ms", "__range", "__range_s", "__range_ms",
-    "__dashboard", "__from", "__to", "__name", "__org", "__user",
+    "__rate_interval",
+    "__interval",
+    "__interval_ms",
+    "__range",
+    "__range_s",
+    "__range_ms",
+    "__dashboard",
+    "__from",
+    "__to",
+    "__name",
+    "__org",
+    "__user",
 }
 
 # --- the names our servers export ------------------------------------------------------------
@@ -40,7 +53,10 @@ GRAFANA_BUILTINS = {
 # A throwaway metric of each type shows which series names the installed prometheus-client
 # gives a family of that type (a counter "x" is exposed as x_total and x_created, ...).
 _CLIENT_TYPES = {
-    "counter": Counter, "gauge": Gauge, "histogram": Histogram, "summary": Summary,
+    "counter": Counter,
+    "gauge": Gauge,
+    "histogram": Histogram,
+    "summary": Summary,
     "info": Info,
 }
 
@@ -67,7 +83,7 @@ def series_names(registry: CollectorRegistry) -> set[str]:
 def server_registries() -> tuple[CollectorRegistry, CollectorRegistry]:
     """The registries the training and prediction servers build at start-up (app.py)."""
     settings = PredictionSettings()
-    slot = ModelSlot(
+    slot = BundleSlot(
         prior_bundle(settings.model_type, settings.objective_type, settings.quantile_alpha)
     )
     return TrainingMetrics().registry, PredictionMetrics(slot).registry
@@ -94,8 +110,20 @@ _LABEL_LIST = re.compile(
 # name) that is not a function call: not followed by "(".
 _IDENTIFIER = re.compile(r"(?<![\w.:])[A-Za-z_:][\w:]*(?![\w:]|\s*\()")
 _KEYWORDS = {
-    "and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right",
-    "offset", "bool", "inf", "nan", "atan2",
+    "and",
+    "or",
+    "unless",
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "offset",
+    "bool",
+    "inf",
+    "nan",
+    "atan2",
 }
 
 
@@ -121,11 +149,13 @@ def expr_errors(expr: str, exported: frozenset[str]) -> list[str]:
 
 @cache
 def dashboard() -> dict[str, Any]:
-    return json.loads(DASHBOARD.read_text())
+    board: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return board
 
 
 def panels() -> list[dict[str, Any]]:
-    return dashboard()["panels"]
+    listed: list[dict[str, Any]] = dashboard()["panels"]
+    return listed
 
 
 def variables() -> dict[str, dict[str, Any]]:
@@ -139,8 +169,9 @@ def exprs() -> Iterator[tuple[str, str]]:
 
 
 def variable_query(variable: dict[str, Any]) -> str:
-    query = variable["query"]
-    return query["query"] if isinstance(query, dict) else query
+    query = variable["query"]  # the string itself, or an object holding it under "query"
+    text: str = query["query"] if isinstance(query, dict) else query
+    return text
 
 
 _LABEL_VALUES = re.compile(r"label_values\((?P<selector>.+),\s*(?P<label>\w+)\)", re.DOTALL)
@@ -148,11 +179,14 @@ _LABEL_VALUES = re.compile(r"label_values\((?P<selector>.+),\s*(?P<label>\w+)\)"
 
 def test_the_extraction_finds_metric_names_and_nothing_else() -> None:
     cases = {
-        'histogram_quantile(0.99, sum by (le, route) (rate(latency_predict_duration_seconds_bucket'
+        "histogram_quantile(0.99, sum by (le, route) (rate(latency_predict_duration_seconds_bucket"
         '{job=~"$job", route!="bulk"}[$__rate_interval])))': {
-            "latency_predict_duration_seconds_bucket"},
+            "latency_predict_duration_seconds_bucket"
+        },
         "sum without (instance) (increase(a_total[5m] offset 1h)) / ignoring (x) b": {
-            "a_total", "b"},
+            "a_total",
+            "b",
+        },
         'max by (target) (m{metric="mae"} and on (job, instance) (leader{job=~"${job:regex}"} '
         "== 1))": {"m", "leader"},
         "time() - max(published_seconds > 0) * 1e3 + 0x1f - Inf": {"published_seconds"},
@@ -172,7 +206,7 @@ def test_the_check_rejects_a_made_up_metric() -> None:
     good = 'sum(rate(latency_predicted_rows_total{route="strict"}[5m]))'
     assert expr_errors(good, exported) == []
     (error,) = expr_errors(
-        'sum(rate(latency_predicted_rows_total[5m])) / sum(rate(latency_made_up_total[5m]))',
+        "sum(rate(latency_predicted_rows_total[5m])) / sum(rate(latency_made_up_total[5m]))",
         exported,
     )
     assert "latency_made_up_total" in error
@@ -185,10 +219,16 @@ def test_exported_names_come_from_the_real_registries() -> None:
     exported = exported_metrics()
     # Both servers, labelled and unlabelled families, with prometheus-client's suffixes.
     assert {
-        "latency_predict_duration_seconds_bucket", "latency_predict_duration_seconds_count",
-        "latency_predicted_rows_total", "latency_predict_errors_total",
-        "latency_model_age_seconds", "latency_model_loaded_info", "latency_model_reloads_total",
-        "latency_samples_accepted_total", "latency_retrains_total", "latency_retrain_metric",
+        "latency_predict_duration_seconds_bucket",
+        "latency_predict_duration_seconds_count",
+        "latency_predicted_rows_total",
+        "latency_predict_errors_total",
+        "latency_model_age_seconds",
+        "latency_model_loaded_info",
+        "latency_model_reloads_total",
+        "latency_samples_accepted_total",
+        "latency_retrains_total",
+        "latency_retrain_metric",
         "latency_retrain_duration_seconds_sum",
     } <= exported
     # The suffix rule agrees with what the client really exposes for unlabelled families.
@@ -256,16 +296,20 @@ HOT_PATH_BUCKETS = "latency_predict_duration_seconds_bucket"
     "needed",
     [
         # hot path: p50 and p99 per route from the histogram's buckets
-        *(rf"histogram_quantile\({q}, sum by \(le, route\) \(rate\({HOT_PATH_BUCKETS}\{{"
-          for q in (r"0\.5", r"0\.99")),
+        *(
+            rf"histogram_quantile\({q}, sum by \(le, route\) \(rate\({HOT_PATH_BUCKETS}\{{"
+            for q in (r"0\.5", r"0\.99")
+        ),
         r"rate\(latency_predicted_rows_total\{",
         r"sum by \(route, reason\) \(rate\(latency_predict_errors_total\{",
         r"latency_model_loaded_info\{",
         r"latency_model_age_seconds\{",
         r"latency_model_reloads_total\{",
         r"latency_model_refused_total\{",
-        *(rf'latency_retrain_metric\{{[^}}]*metric="{m}"'
-          for m in ("mae", "rmse", "pinball_loss", "coverage")),
+        *(
+            rf'latency_retrain_metric\{{[^}}]*metric="{m}"'
+            for m in ("mae", "rmse", "pinball_loss", "coverage")
+        ),
         r"latency_live_coverage\{",
         r"latency_retrain_duration_seconds_bucket\{",
         r"latency_retrains_total\{",
@@ -280,10 +324,7 @@ def test_the_dashboard_shows(needed: str) -> None:
 
 
 def test_the_coverage_panel_marks_the_p90_target() -> None:
-    (panel,) = [
-        p for p in panels()
-        if any('metric="coverage"' in t["expr"] for t in p["targets"])
-    ]
+    (panel,) = [p for p in panels() if any('metric="coverage"' in t["expr"] for t in p["targets"])]
     defaults = panel["fieldConfig"]["defaults"]
     assert defaults["custom"]["thresholdsStyle"]["mode"] in {"line", "dashed", "line+area"}
     assert 0.9 in [step["value"] for step in defaults["thresholds"]["steps"]]

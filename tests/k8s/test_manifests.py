@@ -16,7 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from shared.settings import PredictionSettings, TrainingSettings
+from shared.settings import PredictionSettings, TrainingSettings, env_names
 
 K8S = Path(__file__).resolve().parents[2] / "k8s"
 TARGETS = {
@@ -28,10 +28,6 @@ TARGETS = {
 }
 KUBERNETES_VERSION = "1.30.0"  # schemas shipped offline by every kubernetes-validate >= 1.30
 IMAGE = "latency-predictor"
-
-
-def env_names(settings: type) -> set[str]:
-    return {n for f in settings.model_fields.values() for n in f.validation_alias.choices}
 
 
 SERVER_ENV = {
@@ -146,21 +142,13 @@ def podmonitor_errors(doc: dict[str, Any], docs) -> list[str]:
     where = f"PodMonitor/{name}"
     if doc.get("apiVersion") != "monitoring.coreos.com/v1" or doc.get("kind") != "PodMonitor":
         return [f"{where}: apiVersion/kind {doc.get('apiVersion')}/{doc.get('kind')}"]
-    errors = []
-    if unknown := set(doc) - {"apiVersion", "kind", "metadata", "spec"}:
-        errors.append(f"{where}: unknown top-level fields {sorted(unknown)}")
-    if not name:
-        errors.append(f"{where}: no metadata.name")
+    errors = _shape_errors(doc, where)
     spec = doc.get("spec", {})
-    if unknown := set(spec) - PODMONITOR_SPEC:
-        errors.append(f"{where}: unknown spec fields {sorted(unknown)}")
     selector = spec.get("selector")
     if not isinstance(selector, dict) or not (
         selector.get("matchLabels") or selector.get("matchExpressions")
     ):
         return [*errors, f"{where}: spec.selector must select by labels"]
-    if set(spec.get("namespaceSelector", {})) - {"any", "matchNames"}:
-        errors.append(f"{where}: namespaceSelector takes only any/matchNames")
     pods = {
         deployment: template
         for deployment, template in pod_templates(docs).items()
@@ -173,29 +161,55 @@ def podmonitor_errors(doc: dict[str, Any], docs) -> list[str]:
         return [*errors, f"{where}: no podMetricsEndpoints"]
     for i, ep in enumerate(endpoints):
         at = f"{where}: podMetricsEndpoints.{i}"
-        if unknown := set(ep) - POD_METRICS_ENDPOINT:
-            errors.append(f"{at}: unknown fields {sorted(unknown)}")
-        if "targetPort" in ep:
-            errors.append(f"{at}: targetPort is deprecated, name the port with `port`")
-        if ("port" in ep) == ("portNumber" in ep):
-            errors.append(f"{at}: set exactly one of port (a name) and portNumber")
-        elif "port" in ep and not isinstance(ep["port"], str):
-            errors.append(f"{at}: port must be a container port name, got {ep['port']!r}")
-        if ep.get("path") != METRICS_PATH:
-            errors.append(f"{at}: path {ep.get('path')!r}, not {METRICS_PATH}")
-        if ep.get("scheme", "http") not in {"http", "https", "HTTP", "HTTPS"}:
-            errors.append(f"{at}: scheme {ep['scheme']!r} is not in the CRD's enum")
-        for key in ("interval", "scrapeTimeout"):
-            if key in ep and not (ep[key] and DURATION.fullmatch(str(ep[key]))):
-                errors.append(f"{at}: {key} {ep[key]!r} is not a duration")
-        for deployment, template in pods.items():
-            ports = [p for c in template["spec"]["containers"] for p in c.get("ports", [])]
-            field, value = (
-                ("name", ep["port"]) if "port" in ep else ("containerPort", ep.get("portNumber"))
-            )
-            if not any(p.get(field) == value for p in ports):
-                errors.append(f"{at}: no container port {field}={value!r} "
-                              f"in the pods of Deployment/{deployment}")
+        errors += _endpoint_errors(at, ep) + _endpoint_port_errors(at, ep, pods)
+    return errors
+
+
+def _shape_errors(doc: dict[str, Any], where: str) -> list[str]:
+    errors = []
+    if unknown := set(doc) - {"apiVersion", "kind", "metadata", "spec"}:
+        errors.append(f"{where}: unknown top-level fields {sorted(unknown)}")
+    if not doc.get("metadata", {}).get("name"):
+        errors.append(f"{where}: no metadata.name")
+    spec = doc.get("spec", {})
+    if unknown := set(spec) - PODMONITOR_SPEC:
+        errors.append(f"{where}: unknown spec fields {sorted(unknown)}")
+    if set(spec.get("namespaceSelector", {})) - {"any", "matchNames"}:
+        errors.append(f"{where}: namespaceSelector takes only any/matchNames")
+    return errors
+
+
+def _endpoint_errors(at: str, ep: dict[str, Any]) -> list[str]:
+    """One podMetricsEndpoints entry against the CRD's fields and our /metrics."""
+    errors = []
+    if unknown := set(ep) - POD_METRICS_ENDPOINT:
+        errors.append(f"{at}: unknown fields {sorted(unknown)}")
+    if "targetPort" in ep:
+        errors.append(f"{at}: targetPort is deprecated, name the port with `port`")
+    if ("port" in ep) == ("portNumber" in ep):
+        errors.append(f"{at}: set exactly one of port (a name) and portNumber")
+    elif "port" in ep and not isinstance(ep["port"], str):
+        errors.append(f"{at}: port must be a container port name, got {ep['port']!r}")
+    if ep.get("path") != METRICS_PATH:
+        errors.append(f"{at}: path {ep.get('path')!r}, not {METRICS_PATH}")
+    if ep.get("scheme", "http") not in {"http", "https", "HTTP", "HTTPS"}:
+        errors.append(f"{at}: scheme {ep['scheme']!r} is not in the CRD's enum")
+    for key in ("interval", "scrapeTimeout"):
+        if key in ep and not (ep[key] and DURATION.fullmatch(str(ep[key]))):
+            errors.append(f"{at}: {key} {ep[key]!r} is not a duration")
+    return errors
+
+
+def _endpoint_port_errors(at: str, ep: dict[str, Any],
+                          pods: dict[str, dict[str, Any]]) -> list[str]:
+    """The endpoint's port must exist on every selected pod."""
+    errors = []
+    field, value = ("name", ep["port"]) if "port" in ep else ("containerPort", ep.get("portNumber"))
+    for deployment, template in pods.items():
+        ports = [p for c in template["spec"]["containers"] for p in c.get("ports", [])]
+        if not any(p.get(field) == value for p in ports):
+            errors.append(f"{at}: no container port {field}={value!r} "
+                          f"in the pods of Deployment/{deployment}")
     return errors
 
 

@@ -16,7 +16,7 @@ from training_server.migrate import alembic_config
 
 def test_migrate_command_brings_the_store_to_head(db_url: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "shared.cli", "migrate"],
+        [sys.executable, "-m", "latency_cli", "migrate"],
         env={**os.environ, "LATENCY_DB_URL": db_url}, capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 0, done.stderr

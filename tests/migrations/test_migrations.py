@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -11,8 +12,8 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Column, Engine, Integer, MetaData, inspect, select, text
 
+from latency_cli.synthetic import synthetic_rows
 from shared.schemas import TrainingEntry
-from shared.synthetic import synthetic_rows
 from training_server.db import make_engine
 from training_server.migrate import alembic_config, downgrade, upgrade
 from training_server.store import SampleStore
@@ -39,7 +40,9 @@ def revision(engine: Engine) -> str | None:
 
 
 def head(db_url: str) -> str:
-    return ScriptDirectory.from_config(alembic_config(db_url)).get_current_head()
+    current = ScriptDirectory.from_config(alembic_config(db_url)).get_current_head()
+    assert current is not None
+    return current
 
 
 def test_a_single_linear_head(db_url: str) -> None:
@@ -79,9 +82,12 @@ def test_migrated_schema_serves_the_store(db_url: str, engine: Engine) -> None:
     assert sorted(kinds) == sorted(1 if r["actual_ttft_ms"] > 0 else 2 for r in synthetic_rows(3))
 
 
-def diff(engine: Engine, target: MetaData) -> list[object]:
+def diff(engine: Engine, target: MetaData) -> list[Any]:
+    """Alembic's diffs, typed Any by alembic: a tuple per added or removed object, a list of
+    tuples per modified column."""
     with engine.connect() as conn:
-        return compare_metadata(MigrationContext.configure(conn), target)
+        changes: list[Any] = compare_metadata(MigrationContext.configure(conn), target)
+        return changes
 
 
 def test_migrations_match_the_table_definitions(db_url: str, engine: Engine) -> None:

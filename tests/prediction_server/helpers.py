@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from latency_cli.synthetic import synthetic_rows
 from prediction_server.app import create_app
 from shared.settings import PredictionSettings
-from shared.synthetic import synthetic_rows
 
 
 @contextmanager
@@ -36,7 +36,8 @@ def epp_rows(n: int, seed: int) -> list[dict[str, Any]]:
 def strict(client: TestClient, rows: list[dict[str, Any]]) -> dict[str, Any]:
     response = client.post("/predict/bulk/strict", json={"requests": rows})
     assert response.status_code == 200, response.text
-    return response.json()
+    body: dict[str, Any] = response.json()
+    return body
 
 
 def metric_value(client: TestClient, line_prefix: str) -> float | None:
@@ -49,7 +50,8 @@ def metric_value(client: TestClient, line_prefix: str) -> float | None:
 
 
 def served_version(client: TestClient) -> str:
-    return client.get("/status").json()["model_version"]
+    version: str = client.get("/status").json()["model_version"]
+    return version
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> None:

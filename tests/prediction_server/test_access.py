@@ -4,6 +4,7 @@ routes stay open unless locked, probes always answer, and oversized bodies are 4
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -26,9 +27,11 @@ def test_reload_needs_the_token_and_predictions_do_not(model_dir: Path) -> None:
 
 def test_locked_epp_routes_need_it_too_but_probes_never(model_dir: Path) -> None:
     with running_app(model_dir, api_token=TOKEN, protect_epp_routes=True) as client:
-        for method, path, kwargs in (("POST", "/predict/bulk/strict", {"json": BODY}),
-                                     ("POST", "/predict/bulk", {"json": BODY}),
-                                     ("GET", "/status", {}), ("GET", "/metrics", {})):
+        calls: list[tuple[str, str, dict[str, Any]]] = [
+            ("POST", "/predict/bulk/strict", {"json": BODY}),
+            ("POST", "/predict/bulk", {"json": BODY}),
+            ("GET", "/status", {}), ("GET", "/metrics", {})]
+        for method, path, kwargs in calls:
             assert client.request(method, path, **kwargs).status_code == 401, path
             assert client.request(method, path, headers=BEARER, **kwargs).status_code == 200
         assert client.get("/healthz").status_code == 200

@@ -8,11 +8,12 @@ import math
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
 from shared.live_calibration import LIVE_CALIBRATION
+from tests.apps import app_of
 from tests.conftest import publish_trained_bundle
 from tests.prediction_server.helpers import (
-    TestClient,
     epp_rows,
     metric_value,
     running_app,
@@ -50,7 +51,8 @@ def test_live_factor_follows_the_file(model_dir: Path) -> None:
     for (t0, p0), (t1, p1), (t2, p2) in zip(plain, first, second, strict=True):
         assert t1 == pytest.approx(t0 * math.exp(0.3), rel=1e-6)
         assert p1 == pytest.approx(p0 * math.exp(0.1), rel=1e-6)
-        assert (t2, p2) == (pytest.approx(t0 * math.exp(-0.2), rel=1e-6), pytest.approx(p0))
+        assert t2 == pytest.approx(t0 * math.exp(-0.2), rel=1e-6)
+        assert p2 == pytest.approx(p0)
     assert single["ttft_ms"] == pytest.approx(second[0][0])
     assert factor == pytest.approx(math.exp(-0.2))
     assert status["ttft"] == {"bundle_log_offset": 0.0, "live_log_offset": -0.2}
@@ -62,7 +64,7 @@ def test_factor_for_another_quantile_or_the_prior_is_not_applied(model_dir: Path
     with running_app(model_dir) as client:
         prior = answers(client)
         path.write_bytes(live_calibration_json(ttft=0.5, tpot=0.5))
-        wait_for(lambda: client.app.state.watcher.live.current is not None)
+        wait_for(lambda: app_of(client).state.watcher.live.current is not None)
         assert answers(client) == prior  # the cold-start prior is never corrected
         publish_trained_bundle(model_dir, seed=2)
         wait_for(lambda: answers(client) != prior)

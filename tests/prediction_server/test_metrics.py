@@ -9,9 +9,9 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from prediction_server.metrics import PredictionMetrics
-from prediction_server.slot import ModelSlot
 from shared.predictor import prior_bundle
 from shared.settings import ModelType, ObjectiveType
+from shared.slot import BundleSlot
 from tests.conftest import publish_trained_bundle
 from tests.prediction_server.helpers import epp_rows, running_app, strict, wait_for
 
@@ -26,7 +26,7 @@ def value(client: TestClient, name: str, **labels: str) -> float | None:
 
 
 def test_every_registered_family_is_exported_with_help_and_type(model_dir: Path) -> None:
-    slot = ModelSlot(prior_bundle(ModelType.XGBOOST, ObjectiveType.QUANTILE, 0.9))
+    slot = BundleSlot(prior_bundle(ModelType.XGBOOST, ObjectiveType.QUANTILE, 0.9))
     ours = {family.name for family in PredictionMetrics(slot).registry.collect()}
     with running_app(model_dir) as client:
         text = client.get("/metrics").text

@@ -9,13 +9,14 @@ import threading
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
 from prediction_server.watcher import LOWEST_PRIORITY
 from shared.artifact import MANIFEST, bundle_dir_for, publish_pointer
 from shared.settings import ModelType, ObjectiveType
+from tests.apps import app_of
 from tests.conftest import publish_trained_bundle
 from tests.prediction_server.helpers import (
-    TestClient,
     epp_rows,
     metric_value,
     running_app,
@@ -54,8 +55,9 @@ def test_new_bundle_is_swapped_in(model_dir: Path, how: str) -> None:
     with running_app(model_dir) as client:
         assert served_version(client) == V1
         before = ttfts(client)
-        publish_trained_bundle(model_dir, ModelType.LIGHTGBM, ObjectiveType.MEAN,
-                               seed=2, version=V2)
+        publish_trained_bundle(
+            model_dir, ModelType.LIGHTGBM, ObjectiveType.MEAN, seed=2, version=V2
+        )
         if how == "reload":
             reloaded = client.post("/reload").json()
             assert reloaded["model_version"] == V2 and reloaded["is_ready"] is True
@@ -81,7 +83,9 @@ def test_reload_without_a_new_bundle_changes_nothing(model_dir: Path) -> None:
         before = ttfts(client)
         reloaded = client.post("/reload").json()
         assert (reloaded["loaded"], reloaded["synced"], reloaded["model_version"]) == (
-            False, False, V1
+            False,
+            False,
+            V1,
         )
         assert ttfts(client) == before
 
@@ -152,8 +156,10 @@ def test_metrics_expose_histogram_and_row_counters(model_dir: Path) -> None:
 def test_bundles_load_at_the_lowest_cpu_priority(model_dir: Path) -> None:
     """So a swap on a worker's one CPU does not take half of it from requests."""
     with running_app(model_dir) as client:
-        watcher = client.app.state.watcher
-        nice = client.portal.call(watcher._off_path, lambda: os.getpriority(
-            os.PRIO_PROCESS, threading.get_native_id()))
+        watcher = app_of(client).state.watcher
+        assert client.portal is not None  # the app runs: the client is entered
+        nice = client.portal.call(
+            watcher._off_path, lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        )
         assert nice == LOWEST_PRIORITY
         assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) < LOWEST_PRIORITY

@@ -49,7 +49,7 @@ def trainer() -> Iterator[tuple[FakeTrainer, str]]:
     state = FakeTrainer()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             if self.path == "/model/download/info":
                 body, kind = json.dumps({"model_version": state.version}).encode(), "json"
             elif self.path == "/model/export" and state.version:

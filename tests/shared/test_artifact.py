@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import xgboost as xgb
 
+from latency_cli.synthetic import synthetic_rows
 from shared.artifact import (
     MANIFEST,
     BundleError,
@@ -26,7 +27,6 @@ from shared.decoding import decode_prediction_rows
 from shared.features import build_matrix
 from shared.predictor import load_bundle, load_current_bundle
 from shared.settings import ModelType, ObjectiveType
-from shared.synthetic import synthetic_rows
 from shared.target_space import space_for, to_ms
 from shared.targets import TARGETS
 from tests.conftest import publish_trained_bundle
@@ -39,7 +39,9 @@ def native_predict(model_type: ModelType, path: Path, x: np.ndarray) -> np.ndarr
     if model_type is ModelType.XGBOOST:
         booster = xgb.Booster(model_file=str(path))
         return booster.predict(xgb.DMatrix(x, feature_names=booster.feature_names))
-    return lgb.Booster(model_file=str(path)).predict(x)
+    output = lgb.Booster(model_file=str(path)).predict(x)
+    assert isinstance(output, np.ndarray)  # dense rows in, dense out (LightGBM types allow sparse)
+    return output
 
 
 def manifest_json(model_dir: Path, version: str) -> tuple[Path, dict[str, Any]]:
@@ -55,18 +57,23 @@ def test_bundle_round_trip_predicts_like_the_library(
     bundle = load_current_bundle(model_dir)
     assert bundle is not None and not bundle.is_prior
     assert (bundle.version, bundle.model_type, bundle.objective, bundle.quantile) == (
-        manifest.version, model_type, objective, 0.9
+        manifest.version,
+        model_type,
+        objective,
+        0.9,
     )
     predictions = bundle.predict(COLUMNS)
     bundle_dir = bundle_dir_for(model_dir, manifest.version)
     for target in TARGETS:
         entry = manifest.targets[target]
+        assert entry.file is not None  # a trained bundle: every target has its model file
         assert entry.space is space_for(target)
         x = build_matrix(COLUMNS, entry.features)
         want = native_predict(model_type, bundle_dir / entry.file, x)
         assert want.shape == (64,) and np.ptp(want) > 0  # a real model, not a constant
-        np.testing.assert_allclose(predictions[target],
-                                   np.maximum(to_ms(entry.space, COLUMNS, want), 0.0), rtol=1e-4)
+        np.testing.assert_allclose(
+            predictions[target], np.maximum(to_ms(entry.space, COLUMNS, want), 0.0), rtol=1e-4
+        )
 
 
 def test_bundle_from_before_target_spaces_predicts_plain_ms(model_dir: Path) -> None:
@@ -82,8 +89,10 @@ def test_bundle_from_before_target_spaces_predicts_plain_ms(model_dir: Path) -> 
     predictions = bundle.predict(COLUMNS)
     for target in TARGETS:
         entry = manifest.targets[target]
-        want = native_predict(ModelType.XGBOOST, path.parent / entry.file,
-                              build_matrix(COLUMNS, entry.features))
+        assert entry.file is not None
+        want = native_predict(
+            ModelType.XGBOOST, path.parent / entry.file, build_matrix(COLUMNS, entry.features)
+        )
         assert np.median(want) > 1.0  # milliseconds, not log-milliseconds
         np.testing.assert_allclose(predictions[target], np.maximum(want, 0.0), rtol=1e-4)
 
@@ -99,11 +108,14 @@ def test_calibration_factor_scales_the_library_prediction(model_dir: Path) -> No
     predictions = bundle.predict(COLUMNS)
     for target, offset in zip(TARGETS, (0.25, -0.5), strict=True):
         entry = manifest.targets[target]
-        want = native_predict(ModelType.XGBOOST, path.parent / entry.file,
-                              build_matrix(COLUMNS, entry.features))
+        assert entry.file is not None
+        want = native_predict(
+            ModelType.XGBOOST, path.parent / entry.file, build_matrix(COLUMNS, entry.features)
+        )
         want = to_ms(entry.space, COLUMNS, want)
-        np.testing.assert_allclose(predictions[target], np.maximum(want, 0.0) * np.exp(offset),
-                                   rtol=1e-4)
+        np.testing.assert_allclose(
+            predictions[target], np.maximum(want, 0.0) * np.exp(offset), rtol=1e-4
+        )
 
 
 def test_manifest_records_sha256_of_every_file(
@@ -182,8 +194,13 @@ def test_corrupt_bundle_is_refused(model_dir: Path, case: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("content", "message"), [(None, "no manifest"), (b"{not json", "invalid manifest"),
-                             (b"[]", "invalid manifest"), (b"", "invalid manifest")],
+    ("content", "message"),
+    [
+        (None, "no manifest"),
+        (b"{not json", "invalid manifest"),
+        (b"[]", "invalid manifest"),
+        (b"", "invalid manifest"),
+    ],
 )
 def test_missing_or_unparsable_manifest_is_refused(
     model_dir: Path, content: bytes | None, message: str
@@ -237,8 +254,9 @@ def test_truncated_model_with_matching_sha_fails_to_load(
     raw["targets"]["ttft"]["sha256"] = sha256_file(model_path)
     path.write_text(json.dumps(raw))
     # In a child process: a library that aborts must not take the test run down with it.
-    done = subprocess.run([sys.executable, "-c", _LOAD_SCRIPT, str(model_dir)],
-                          capture_output=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", _LOAD_SCRIPT, str(model_dir)], capture_output=True, timeout=120
+    )
     stdout = done.stdout.decode(errors="replace")
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-500:]
     assert stdout.startswith("BundleError:") and "cannot load" in stdout

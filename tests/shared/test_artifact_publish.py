@@ -10,6 +10,7 @@ from typing import Any
 import lightgbm as lgb
 import numpy as np
 
+from latency_cli.synthetic import synthetic_rows
 from shared.artifact import (
     CURRENT_POINTER,
     MANIFEST,
@@ -26,7 +27,6 @@ from shared.features import build_matrix
 from shared.predictor import load_bundle, load_current_bundle
 from shared.prior import prior_predict
 from shared.settings import ModelType, ObjectiveType
-from shared.synthetic import synthetic_rows
 from shared.target_space import to_ms
 from shared.targets import Target
 from tests.conftest import publish_trained_bundle
@@ -66,7 +66,8 @@ def test_prune_never_deletes_the_published_version(model_dir: Path) -> None:
     assert doomed == names[1:3]
     remaining = sorted(p.name for p in (model_dir / VERSIONS_DIR).iterdir())
     assert remaining == [names[0], *names[3:]]
-    assert load_current_bundle(model_dir).version == names[0]  # type: ignore[union-attr]
+    current = load_current_bundle(model_dir)
+    assert current is not None and current.version == names[0]
 
 
 def test_publish_leaves_no_temporary_files(model_dir: Path) -> None:
@@ -97,7 +98,9 @@ def test_target_without_model_is_served_by_the_prior(model_dir: Path) -> None:
     ttft_file = bundle_dir_for(model_dir, half.version) / raw["targets"]["ttft"]["file"]
     x = build_matrix(COLUMNS, raw["targets"]["ttft"]["features"])
     output = lgb.Booster(model_file=str(ttft_file)).predict(x)
+    assert isinstance(output, np.ndarray)  # dense rows in, dense out (LightGBM types allow sparse)
     np.testing.assert_allclose(
-        predictions[Target.TTFT], to_ms(half.targets[Target.TTFT].space, COLUMNS, output),
+        predictions[Target.TTFT],
+        to_ms(half.targets[Target.TTFT].space, COLUMNS, output),
         rtol=1e-4,
     )

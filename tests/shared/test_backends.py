@@ -20,6 +20,7 @@ def test_quantile_objective_start_and_step_by_hand() -> None:
     assert objective.start == pytest.approx(9.1)
     assert objective.hessian == pytest.approx(1.0 / (9.1 - 5.5))
     # under-predicted rows pull up by q, over-predicted rows push down by 1 - q
+    assert objective.gradient is not None
     gradient = objective.gradient(np.array([5.0, 5.0]), np.array([6.0, 4.0]))
     np.testing.assert_allclose(gradient, [-0.9, 0.1])
 

@@ -10,10 +10,14 @@ import pytest
 from shared.cpus import available_cpus, cgroup_cpu_limit
 
 
-def files(tmp_path: Path, v2: str | None = None, quota: str | None = None,
-          period: str | None = None) -> dict[str, Path]:
-    paths = {"v2": tmp_path / "cpu.max", "v1_quota": tmp_path / "cfs_quota_us",
-             "v1_period": tmp_path / "cfs_period_us"}
+def files(
+    tmp_path: Path, v2: str | None = None, quota: str | None = None, period: str | None = None
+) -> dict[str, Path]:
+    paths = {
+        "v2": tmp_path / "cpu.max",
+        "v1_quota": tmp_path / "cfs_quota_us",
+        "v1_period": tmp_path / "cfs_period_us",
+    }
     for key, text in (("v2", v2), ("v1_quota", quota), ("v1_period", period)):
         if text is not None:
             paths[key].write_text(text + "\n")
@@ -31,7 +35,9 @@ def files(tmp_path: Path, v2: str | None = None, quota: str | None = None,
         (None, None, None, None),
     ],
 )
-def test_cgroup_cpu_limit(tmp_path: Path, v2, quota, period, expected) -> None:
+def test_cgroup_cpu_limit(
+    tmp_path: Path, v2: str | None, quota: str | None, period: str | None, expected: float | None
+) -> None:
     assert cgroup_cpu_limit(**files(tmp_path, v2, quota, period)) == expected
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
+from latency_cli.synthetic import prediction_row, synthetic_rows
 from shared.decoding import decode_prediction_rows
 from shared.features import (
     FEATURES,
@@ -18,7 +19,6 @@ from shared.features import (
     pod_type_code,
 )
 from shared.schemas import PredictionRequest
-from shared.synthetic import prediction_row, synthetic_rows
 from shared.targets import TARGETS, Target
 
 ROWS = TypeAdapter(list[PredictionRequest])

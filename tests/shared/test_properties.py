@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from latency_cli.synthetic import synthetic_rows
 from prediction_server.app import create_app
 from shared.artifact import Manifest, TargetManifest, new_version, write_bundle
 from shared.backends import FitParams, backend_for
@@ -42,21 +43,25 @@ from shared.features import (
 )
 from shared.live_calibration import MAX_LIVE_LOG_OFFSET
 from shared.predictor import LoadedBundle, load_current_bundle, prior_bundle
-from shared.responses import predictions_json
 from shared.schemas import COUNT_MAX
 from shared.settings import ModelType, ObjectiveType, PredictionSettings
-from shared.synthetic import synthetic_rows
 from shared.target_space import MAX_MS, TargetSpace, space_for, to_label, to_ms
 from shared.targets import TARGETS
+from shared.wire import predictions_json
 from tests.conftest import publish_trained_bundle
 from training_server.evaluation import evaluate
 
 # Bounded and derandomized: the same examples on every CI run. No deadline: the first
 # examples of a module pay for loading models. Module-scoped fixtures only.
 CHEAP = settings(max_examples=150, deadline=None, derandomize=True, database=None)
-COSTLY = settings(max_examples=100, deadline=None, derandomize=True, database=None,
-                  # rows of eleven fields, up to 40 of them per batch: big by design
-                  suppress_health_check=[HealthCheck.data_too_large, HealthCheck.too_slow])
+COSTLY = settings(
+    max_examples=100,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    # rows of eleven fields, up to 40 of them per batch: big by design
+    suppress_health_check=[HealthCheck.data_too_large, HealthCheck.too_slow],
+)
 
 COUNT_FIELDS = REQUIRED_COUNT_FIELDS + OPTIONAL_COUNT_FIELDS
 REQUIRED_FIELDS = FRACTION_FIELDS + REQUIRED_COUNT_FIELDS
@@ -79,17 +84,25 @@ pod_types = st.one_of(
     st.text(max_size=24),
 )
 unknown_values = st.one_of(  # ignored by contract, whatever they hold
-    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False),
-    st.text(max_size=8), st.lists(st.integers(), max_size=3),
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=8),
+    st.lists(st.integers(), max_size=3),
 )
 valid_rows = st.fixed_dictionaries(
     {**{f: fractions for f in FRACTION_FIELDS}, **{f: counts for f in REQUIRED_COUNT_FIELDS}},
-    optional={"pod_type": pod_types, **{f: counts for f in OPTIONAL_COUNT_FIELDS},
-              "some_future_field": unknown_values},
+    optional={
+        "pod_type": pod_types,
+        **{f: counts for f in OPTIONAL_COUNT_FIELDS},
+        "some_future_field": unknown_values,
+    },
 )
 batches = st.lists(valid_rows, min_size=1, max_size=40)
 HUGE_ROW = {  # every count at the contract's bound
-    **{f: 1.0 for f in FRACTION_FIELDS}, **{f: COUNT_MAX for f in COUNT_FIELDS},
+    **{f: 1.0 for f in FRACTION_FIELDS},
+    **{f: COUNT_MAX for f in COUNT_FIELDS},
     "pod_type": "prefill",
 }
 
@@ -135,8 +148,15 @@ def test_counts_at_the_bound_give_finite_features() -> None:
 
 # ------------------------------------------------------------------- the predict path
 
-BUNDLES = ["xgboost", "xgboost-library", "xgboost-live-max", "lightgbm", "lightgbm-library",
-           "lightgbm-live-max", "prior"]
+BUNDLES = [
+    "xgboost",
+    "xgboost-library",
+    "xgboost-live-max",
+    "lightgbm",
+    "lightgbm-library",
+    "lightgbm-live-max",
+    "prior",
+]
 
 
 @pytest.fixture(scope="module")
@@ -171,17 +191,22 @@ def assert_servable(bundle: LoadedBundle, columns: dict[str, np.ndarray], n: int
 @pytest.mark.parametrize("name", BUNDLES)
 @COSTLY
 @given(rows=batches)
-def test_predictions_are_finite_and_non_negative(bundles: dict[str, LoadedBundle], name: str,
-                                                 rows: list[dict[str, Any]]) -> None:
+def test_predictions_are_finite_and_non_negative(
+    bundles: dict[str, LoadedBundle], name: str, rows: list[dict[str, Any]]
+) -> None:
     assert_servable(bundles[name], decode_prediction_rows(rows), len(rows))
 
 
 @pytest.mark.parametrize("name", BUNDLES)
-def test_counts_at_the_bound_give_finite_predictions(bundles: dict[str, LoadedBundle],
-                                                     name: str) -> None:
+def test_counts_at_the_bound_give_finite_predictions(
+    bundles: dict[str, LoadedBundle], name: str
+) -> None:
     """Regression: the largest counts, alone and beside an ordinary row."""
-    rows = [HUGE_ROW, {**HUGE_ROW, "prefix_cache_score": 0.0, "kv_cache_percentage": 0.0},
-            {**synthetic_rows(1, seed=4)[0], "pod_type": None}]
+    rows = [
+        HUGE_ROW,
+        {**HUGE_ROW, "prefix_cache_score": 0.0, "kv_cache_percentage": 0.0},
+        {**synthetic_rows(1, seed=4)[0], "pod_type": None},
+    ]
     assert_servable(bundles[name], decode_prediction_rows(rows), len(rows))
 
 
@@ -201,8 +226,7 @@ def test_to_ms_never_overflows() -> None:
 
 
 @CHEAP
-@given(ms=st.floats(min_value=0.0, max_value=1.7976931348623157e308),
-       waiting=counts)
+@given(ms=st.floats(min_value=0.0, max_value=1.7976931348623157e308), waiting=counts)
 def test_labels_are_finite_for_any_valid_actual(ms: float, waiting: int) -> None:
     columns = {"num_request_waiting": np.array([float(waiting)])}
     for space in TargetSpace:
@@ -217,8 +241,9 @@ def test_a_model_fitted_on_absurd_actuals_answers_finite(tmp_path: Path) -> None
     rows = synthetic_rows(300, seed=8)
     for model_type in (ModelType.XGBOOST, ModelType.LIGHTGBM):
         backend = backend_for(model_type)
-        params = FitParams(objective=ObjectiveType.QUANTILE, quantile=0.9, n_estimators=10,
-                           max_depth=3)
+        params = FitParams(
+            objective=ObjectiveType.QUANTILE, quantile=0.9, n_estimators=10, max_depth=3
+        )
         models, entries = {}, {}
         for target in TARGETS:
             measured = [r for r in rows if r[target.actual_field] > 0]
@@ -227,25 +252,42 @@ def test_a_model_fitted_on_absurd_actuals_answers_finite(tmp_path: Path) -> None
             absurd = np.array([r[target.actual_field] for r in measured]) * 1e300
             label = to_label(space_for(target), columns, absurd)
             models[target] = backend.fit(build_matrix(columns, names), label, params, names)
-            entries[target] = TargetManifest(file=None, features=list(names),
-                                             space=space_for(target))
+            entries[target] = TargetManifest(
+                file=None, features=list(names), space=space_for(target)
+            )
         model_dir = tmp_path / model_type.value
-        write_bundle(model_dir, Manifest(
-            version=new_version(), created_at=datetime.now(UTC),
-            model_type=model_type, objective=ObjectiveType.QUANTILE, quantile=0.9,
-            targets=entries), models)
+        write_bundle(
+            model_dir,
+            Manifest(
+                version=new_version(),
+                created_at=datetime.now(UTC),
+                model_type=model_type,
+                objective=ObjectiveType.QUANTILE,
+                quantile=0.9,
+                targets=entries,
+            ),
+            models,
+        )
         bundle = load_current_bundle(model_dir)
         assert bundle is not None
         predictions = bundle.with_live({t: MAX_LIVE_LOG_OFFSET for t in TARGETS}).predict(
-            decode_prediction_rows([HUGE_ROW, synthetic_rows(1, seed=9)[0]]))
+            decode_prediction_rows([HUGE_ROW, synthetic_rows(1, seed=9)[0]])
+        )
         for values in predictions.values():
             assert np.isfinite(values).all() and (values > 0).all()
 
 
 @CHEAP
-@given(pairs=st.lists(st.tuples(st.floats(min_value=0.0, max_value=1.7976931348623157e308),
-                                st.floats(min_value=0.0, max_value=1.7976931348623157e308)),
-                      min_size=1, max_size=50))
+@given(
+    pairs=st.lists(
+        st.tuples(
+            st.floats(min_value=0.0, max_value=1.7976931348623157e308),
+            st.floats(min_value=0.0, max_value=1.7976931348623157e308),
+        ),
+        min_size=1,
+        max_size=50,
+    )
+)
 def test_evaluation_of_any_valid_latencies_is_finite(pairs: list[tuple[float, float]]) -> None:
     """Regression: a retrain scoring absurd (valid) actuals squared them past the float
     range: RuntimeWarning, so under -W error a failed retrain, else an inf RMSE."""
@@ -253,14 +295,15 @@ def test_evaluation_of_any_valid_latencies_is_finite(pairs: list[tuple[float, fl
     metrics = evaluate(actual, predicted, 0.9)
     for name, value in metrics.items():
         assert value is not None and math.isfinite(value), (name, value)
-    assert metrics["rmse"] >= metrics["mae"] * (1 - 1e-9)  # RMS >= mean, by Jensen
+    rmse, mae = metrics["rmse"], metrics["mae"]
+    assert rmse is not None and mae is not None
+    assert rmse >= mae * (1 - 1e-9)  # RMS >= mean, by Jensen
 
 
 # ------------------------------------------------------------------------- invalid rows
 
 finite_floats = st.floats(allow_nan=False, allow_infinity=False)
-NAN_LIKE = ["nan", "NaN", "-nan", "inf", "-inf", "+inf", "Infinity", "-Infinity", "INF",
-            " nan "]
+NAN_LIKE = ["nan", "NaN", "-nan", "inf", "-inf", "+inf", "Infinity", "-Infinity", "INF", " nan "]
 wrong_types = st.one_of(
     st.booleans(),
     st.lists(st.integers(), max_size=3),
@@ -272,29 +315,53 @@ wrong_types = st.one_of(
 @st.composite
 def invalid_batches(draw: st.DrawFn) -> tuple[list[dict[str, Any]], int, str, bool]:
     """(rows, index of the bad row, the field it names, whether plain JSON can carry it)."""
-    kind = draw(st.sampled_from([
-        "fraction_range", "fraction_nan_like", "fraction_non_finite", "count_negative",
-        "count_fraction", "count_too_big", "count_nan_like", "missing", "wrong_type",
-        "required_null", "pod_type_type",
-    ]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "fraction_range",
+                "fraction_nan_like",
+                "fraction_non_finite",
+                "count_negative",
+                "count_fraction",
+                "count_too_big",
+                "count_nan_like",
+                "missing",
+                "wrong_type",
+                "required_null",
+                "pod_type_type",
+            ]
+        )
+    )
     row = draw(valid_rows)
-    field = draw(st.sampled_from({
-        "fraction_range": FRACTION_FIELDS, "fraction_nan_like": FRACTION_FIELDS,
-        "fraction_non_finite": FRACTION_FIELDS, "count_negative": COUNT_FIELDS,
-        "count_fraction": COUNT_FIELDS, "count_too_big": COUNT_FIELDS,
-        "count_nan_like": COUNT_FIELDS, "missing": REQUIRED_FIELDS,
-        "wrong_type": NUMBER_FIELDS, "required_null": REQUIRED_FIELDS,
-        "pod_type_type": ("pod_type",),
-    }[kind]))
+    field = draw(
+        st.sampled_from(
+            {
+                "fraction_range": FRACTION_FIELDS,
+                "fraction_nan_like": FRACTION_FIELDS,
+                "fraction_non_finite": FRACTION_FIELDS,
+                "count_negative": COUNT_FIELDS,
+                "count_fraction": COUNT_FIELDS,
+                "count_too_big": COUNT_FIELDS,
+                "count_nan_like": COUNT_FIELDS,
+                "missing": REQUIRED_FIELDS,
+                "wrong_type": NUMBER_FIELDS,
+                "required_null": REQUIRED_FIELDS,
+                "pod_type_type": ("pod_type",),
+            }[kind]
+        )
+    )
     json_ok = True
     if kind == "missing":
         row.pop(field)
     else:
         if kind == "fraction_range":
-            value: Any = draw(st.one_of(
-                st.floats(min_value=1.0, exclude_min=True, allow_infinity=False),
-                st.floats(max_value=0.0, exclude_max=True, allow_infinity=False),
-                st.sampled_from([2, -1, 10**30])))
+            value: Any = draw(
+                st.one_of(
+                    st.floats(min_value=1.0, exclude_min=True, allow_infinity=False),
+                    st.floats(max_value=0.0, exclude_max=True, allow_infinity=False),
+                    st.sampled_from([2, -1, 10**30]),
+                )
+            )
         elif kind in ("fraction_nan_like", "count_nan_like"):
             value = draw(st.sampled_from(NAN_LIKE))
         elif kind == "fraction_non_finite":  # only a Python caller can pass these
@@ -304,13 +371,23 @@ def invalid_batches(draw: st.DrawFn) -> tuple[list[dict[str, Any]], int, str, bo
         elif kind == "count_fraction":
             value = draw(finite_floats.filter(lambda x: x != int(x)))
         elif kind == "count_too_big":
-            value = draw(st.one_of(st.integers(min_value=COUNT_MAX + 1),
-                                   st.sampled_from([2**63, 2**64, 2**64 + 1, 10**30])))
+            value = draw(
+                st.one_of(
+                    st.integers(min_value=COUNT_MAX + 1),
+                    st.sampled_from([2**63, 2**64, 2**64 + 1, 10**30]),
+                )
+            )
         elif kind == "required_null":
             value = None
         elif kind == "pod_type_type":
-            value = draw(st.one_of(st.integers(), st.booleans(), finite_floats,
-                                   st.lists(st.text(max_size=2), max_size=2)))
+            value = draw(
+                st.one_of(
+                    st.integers(),
+                    st.booleans(),
+                    finite_floats,
+                    st.lists(st.text(max_size=2), max_size=2),
+                )
+            )
         else:
             value = draw(wrong_types)
         row[field] = value
@@ -365,14 +442,18 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
 @with_known_bad
 @given(case=invalid_batches())
 def test_the_strict_route_answers_422_naming_the_field(
-    client: TestClient, case: tuple[list[dict[str, Any]], int, str, bool],
+    client: TestClient,
+    case: tuple[list[dict[str, Any]], int, str, bool],
 ) -> None:
     rows, index, field, json_ok = case
     if not json_ok:  # NaN in a body is not JSON: a 422 for the body, not for a field
         assert client.post("/predict/bulk/strict", content=strict_body(rows)).status_code == 422
         return
-    response = client.post("/predict/bulk/strict", content=strict_body(rows),
-                           headers={"content-type": "application/json"})
+    response = client.post(
+        "/predict/bulk/strict",
+        content=strict_body(rows),
+        headers={"content-type": "application/json"},
+    )
     assert response.status_code == 422, response.text
     locations = [e["loc"] for e in response.json()["detail"]]
     assert ["body", "requests", index, field] in locations, locations
@@ -380,10 +461,14 @@ def test_the_strict_route_answers_422_naming_the_field(
 
 @COSTLY
 @given(rows=st.lists(valid_rows, min_size=1, max_size=10))
-def test_the_strict_route_answers_every_valid_batch(client: TestClient,
-                                                    rows: list[dict[str, Any]]) -> None:
-    response = client.post("/predict/bulk/strict", content=strict_body(rows),
-                           headers={"content-type": "application/json"})
+def test_the_strict_route_answers_every_valid_batch(
+    client: TestClient, rows: list[dict[str, Any]]
+) -> None:
+    response = client.post(
+        "/predict/bulk/strict",
+        content=strict_body(rows),
+        headers={"content-type": "application/json"},
+    )
     assert response.status_code == 200, response.text
     predictions = response.json()["predictions"]
     assert len(predictions) == len(rows)

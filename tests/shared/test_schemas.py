@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
+from latency_cli.synthetic import prediction_row
 from shared.schemas import PredictionRequest, TrainingEntry
-from shared.synthetic import prediction_row
 
 REQUIRED_PREDICTION_FIELDS = (
     "kv_cache_percentage",
@@ -35,7 +36,11 @@ def training_row(**overrides: Any) -> dict[str, Any]:
     return row
 
 
-MODELS = {"prediction": (PredictionRequest, prediction_row), "training": (TrainingEntry, training_row)}
+# a training entry is a prediction row plus its actuals, so both parse as a PredictionRequest
+MODELS: dict[str, tuple[type[PredictionRequest], Callable[..., dict[str, Any]]]] = {
+    "prediction": (PredictionRequest, prediction_row),
+    "training": (TrainingEntry, training_row),
+}
 
 
 def error_locs(exc: pytest.ExceptionInfo[ValidationError]) -> list[tuple[Any, ...]]:
@@ -154,8 +159,14 @@ def test_missing_required_field_is_named(kind: str, field: str) -> None:
 @pytest.mark.parametrize("kind", MODELS)
 def test_boundary_values_are_valid(kind: str) -> None:
     model, make = MODELS[kind]
-    low = model.model_validate(make(kv_cache_percentage=0.0, prefix_cache_score=0.0,
-                                    input_token_length=0, num_request_running=0))
+    low = model.model_validate(
+        make(
+            kv_cache_percentage=0.0,
+            prefix_cache_score=0.0,
+            input_token_length=0,
+            num_request_running=0,
+        )
+    )
     high = model.model_validate(make(kv_cache_percentage=1.0, prefix_cache_score=1.0))
     assert (low.kv_cache_percentage, low.prefix_cache_score, low.input_token_length) == (0, 0, 0)
     assert (high.kv_cache_percentage, high.prefix_cache_score) == (1.0, 1.0)

@@ -13,10 +13,10 @@ import pytest
 
 from shared.decoding import decode_strict_body
 from shared.predictor import prior_bundle
-from shared.responses import prediction_payloads, predictions_json
 from shared.schemas import COUNT_MAX
 from shared.settings import ModelType, ObjectiveType
 from shared.targets import Target
+from shared.wire import prediction_payloads, predictions_json
 from tests.shared.test_features import (
     ROW_A,
     ROW_B,

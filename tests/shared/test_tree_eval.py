@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import xgboost as xgb
 
+from latency_cli.synthetic import synthetic_rows
 from shared.backends import BACKENDS, FitParams
 from shared.decoding import decode_prediction_rows
 from shared.features import build_matrix
 from shared.predictor import NUMPY_WALK_MAX_ROWS, load_current_bundle
 from shared.settings import ModelType, ObjectiveType
-from shared.synthetic import synthetic_rows
 from shared.target_space import to_ms
 from shared.targets import TARGETS
 from shared.tree_eval import EVALUATOR, compiled_or_none

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from shared.synthetic import synthetic_rows
+from latency_cli.synthetic import synthetic_rows
 from tests.conftest import training_settings
 from training_server.app import create_app
 
@@ -23,6 +23,7 @@ def open_client(tmp_path: Path) -> Iterator[OpenClient]:
 
     Each name gets its own folder, model directory and (by default) SQLite file."""
     with ExitStack() as stack:
+
         def _open(*, db_url: str | None = None, name: str = "a", **overrides: Any) -> TestClient:
             folder = tmp_path / name
             folder.mkdir()
@@ -30,6 +31,7 @@ def open_client(tmp_path: Path) -> Iterator[OpenClient]:
             overrides.setdefault("model_dir", folder / "models")
             settings = training_settings(folder, db_url, **overrides)
             return stack.enter_context(TestClient(create_app(settings, start_loop=False)))
+
         yield _open
 
 
@@ -41,7 +43,8 @@ def client(open_client: OpenClient) -> TestClient:
 def ingest(client: TestClient, rows: list[dict[str, Any]]) -> dict[str, Any]:
     response = client.post("/add_training_data_bulk", json={"entries": rows})
     assert response.status_code == 202, response.text
-    return response.json()
+    accepted: dict[str, Any] = response.json()
+    return accepted
 
 
 def train(client: TestClient, n: int = 400, seed: int = 0) -> dict[str, Any]:
@@ -50,7 +53,8 @@ def train(client: TestClient, n: int = 400, seed: int = 0) -> dict[str, Any]:
     response = client.post("/retrain")
     assert response.status_code == 200
     assert response.json() == {"outcome": "ok", "last_error": None}
-    return client.get("/data/status").json()
+    status: dict[str, Any] = client.get("/data/status").json()
+    return status
 
 
 @pytest.fixture

@@ -4,11 +4,12 @@ EPP's routes stay open unless locked too, probes never need it, and a token file
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from shared.synthetic import synthetic_rows
+from latency_cli.synthetic import synthetic_rows
 from tests.training_server.conftest import OpenClient
 
 TOKEN = "s3cret-token"
@@ -23,13 +24,13 @@ EPP = [("post", "/add_training_data_bulk", {"json": {"entries": synthetic_rows(3
 
 
 def call(client: TestClient, method: str, path: str, headers: dict[str, str] | None = None,
-         **kwargs: object) -> int:
+         **kwargs: Any) -> int:
     return client.request(method.upper(), path, headers=headers, **kwargs).status_code
 
 
 @pytest.mark.parametrize(("method", "path", "kwargs"), ADMIN)
 def test_admin_routes_need_the_token(open_client: OpenClient, method: str, path: str,
-                                     kwargs: dict[str, object]) -> None:
+                                     kwargs: dict[str, Any]) -> None:
     client = open_client(api_token=TOKEN)
     refused = client.request(method.upper(), path, **kwargs)
     assert refused.status_code == 401
@@ -42,7 +43,7 @@ def test_admin_routes_need_the_token(open_client: OpenClient, method: str, path:
 
 @pytest.mark.parametrize(("method", "path", "kwargs"), EPP)
 def test_epp_routes_stay_open_unless_locked(open_client: OpenClient, method: str, path: str,
-                                            kwargs: dict[str, object]) -> None:
+                                            kwargs: dict[str, Any]) -> None:
     open_one = open_client(api_token=TOKEN, name="open")
     assert call(open_one, method, path, **kwargs) < 400
     locked = open_client(api_token=TOKEN, protect_epp_routes=True, name="locked")

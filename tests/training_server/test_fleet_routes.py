@@ -13,8 +13,13 @@ from training_server.prediction_fleet import MAX_PREDICTION_SERVERS
 
 
 def report(client: TestClient, server_id: str, **fields: Any) -> None:
-    body = {"id": server_id, "model_version": "v1", "loaded_at": "2026-01-02T03:04:05Z",
-            "is_ready": True, **fields}
+    body = {
+        "id": server_id,
+        "model_version": "v1",
+        "loaded_at": "2026-01-02T03:04:05Z",
+        "is_ready": True,
+        **fields,
+    }
     response = client.post("/prediction_servers/report", json=body)
     assert response.status_code == 200, response.text
 
@@ -22,7 +27,8 @@ def report(client: TestClient, server_id: str, **fields: Any) -> None:
 def listed(client: TestClient) -> list[dict[str, Any]]:
     response = client.get("/prediction_servers")
     assert response.status_code == 200
-    return response.json()["servers"]
+    servers: list[dict[str, Any]] = response.json()["servers"]
+    return servers
 
 
 def test_a_report_is_listed_with_what_it_said(client: TestClient) -> None:
@@ -45,8 +51,10 @@ def test_servers_on_another_version_than_the_trainer_are_marked(trained: TestCli
     assert fleet["current_version_created_at"].endswith("Z")
     report(trained, "old", model_version="20200101T000000.000000Z")
     report(trained, "new", model_version=current)
-    assert {s["id"]: s["on_current_version"] for s in listed(trained)} == {"old": False,
-                                                                          "new": True}
+    assert {s["id"]: s["on_current_version"] for s in listed(trained)} == {
+        "old": False,
+        "new": True,
+    }
 
 
 def test_newest_report_first_and_one_entry_per_server(client: TestClient) -> None:
@@ -64,8 +72,7 @@ def test_a_server_that_stops_reporting_turns_stale(client: TestClient) -> None:
     time.sleep(0.3)
     assert {s["id"]: s["stale"] for s in listed(client)} == {"fast": True, "default": False}
     report(client, "fast", interval_s=0.05)
-    assert [(s["id"], s["stale"]) for s in listed(client)] == [("fast", False),
-                                                                ("default", False)]
+    assert [(s["id"], s["stale"]) for s in listed(client)] == [("fast", False), ("default", False)]
 
 
 def test_the_list_is_bounded_and_drops_the_server_seen_longest_ago(client: TestClient) -> None:
@@ -78,15 +85,18 @@ def test_the_list_is_bounded_and_drops_the_server_seen_longest_ago(client: TestC
     assert servers[0]["id"] == f"pod-{MAX_PREDICTION_SERVERS + 1}" and "pod-2" in ids
 
 
-@pytest.mark.parametrize(("change", "field"), [
-    ({"model_version": None}, "model_version"),
-    ({"model_version": ""}, "model_version"),
-    ({"id": ""}, "id"),
-    ({"id": "x" * 201}, "id"),
-    ({"is_ready": "yes"}, "is_ready"),
-    ({"loaded_at": "yesterday"}, "loaded_at"),
-    ({"interval_s": 0}, "interval_s"),
-])
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"model_version": None}, "model_version"),
+        ({"model_version": ""}, "model_version"),
+        ({"id": ""}, "id"),
+        ({"id": "x" * 201}, "id"),
+        ({"is_ready": "yes"}, "is_ready"),
+        ({"loaded_at": "yesterday"}, "loaded_at"),
+        ({"interval_s": 0}, "interval_s"),
+    ],
+)
 def test_a_bad_report_is_422_naming_the_field(
     client: TestClient, change: dict[str, Any], field: str
 ) -> None:

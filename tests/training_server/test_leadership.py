@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
+from latency_cli.synthetic import synthetic_rows
 from shared.artifact import read_current_version
 from shared.predictor import LoadedBundle
 from shared.schemas import TrainingEntry
-from shared.synthetic import synthetic_rows
 from tests.conftest import PG_URL, training_settings
+from tests.slots import RecordingSlot
 from tests.training_server.conftest import OpenClient, ingest
 from training_server.db import make_engine
 from training_server.leadership import (
@@ -52,17 +53,20 @@ def session_alive(pid: int) -> bool:
     admin = create_engine(PG_URL)
     try:
         with admin.connect() as conn:
-            return bool(conn.execute(
-                text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid"), {"pid": pid}
-            ).scalar_one())
+            return bool(
+                conn.execute(
+                    text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid"), {"pid": pid}
+                ).scalar_one()
+            )
     finally:
         admin.dispose()
 
 
 # PostgreSQL ------------------------------------------------------------------------------
 @pg
-def test_postgres_one_holder_until_release(pair: tuple[PostgresLeadership, PostgresLeadership]
-                                           ) -> None:
+def test_postgres_one_holder_until_release(
+    pair: tuple[PostgresLeadership, PostgresLeadership],
+) -> None:
     a, b = pair
     assert (a.is_leader, b.is_leader) == (False, False)
     assert a.try_acquire() and a.is_leader
@@ -77,14 +81,16 @@ def test_postgres_one_holder_until_release(pair: tuple[PostgresLeadership, Postg
 
 @pg
 def test_postgres_holder_whose_connection_closes_frees_the_lock(
-    pair: tuple[PostgresLeadership, PostgresLeadership]
+    pair: tuple[PostgresLeadership, PostgresLeadership],
 ) -> None:
     a, b = pair
     assert a.try_acquire()
     pid = backend_pid(a)
     assert a._conn is not None
+    dbapi_connection = a._conn.connection.dbapi_connection
+    assert dbapi_connection is not None  # a live connection: the lock was just taken on it
     # As when the holder process dies: its socket closes, with no unlock and no goodbye.
-    a._conn.connection.dbapi_connection.close()
+    dbapi_connection.close()
     deadline = time.monotonic() + 10
     while session_alive(pid) and time.monotonic() < deadline:  # the server ends it async
         time.sleep(0.05)
@@ -97,15 +103,16 @@ def test_postgres_holder_whose_connection_closes_frees_the_lock(
 
 @pg
 def test_postgres_holder_whose_session_is_terminated_loses_it(
-    pair: tuple[PostgresLeadership, PostgresLeadership]
+    pair: tuple[PostgresLeadership, PostgresLeadership],
 ) -> None:
     a, b = pair
     assert a.try_acquire()
     admin = create_engine(PG_URL)
     try:
         with admin.connect() as conn:  # waits (up to 5 s) until the backend has exited
-            assert conn.execute(text("SELECT pg_terminate_backend(:pid, 5000)"),
-                                {"pid": backend_pid(a)}).scalar_one()
+            assert conn.execute(
+                text("SELECT pg_terminate_backend(:pid, 5000)"), {"pid": backend_pid(a)}
+            ).scalar_one()
     finally:
         admin.dispose()
     assert b.try_acquire()
@@ -144,7 +151,10 @@ def test_postgres_unreachable_database_means_follower() -> None:
 
 # SQLite ----------------------------------------------------------------------------------
 def test_flock_one_holder_until_release(tmp_path: Path) -> None:
-    a, b = FileLeadership(tmp_path / "store.db.leader"), FileLeadership(tmp_path / "store.db.leader")
+    a, b = (
+        FileLeadership(tmp_path / "store.db.leader"),
+        FileLeadership(tmp_path / "store.db.leader"),
+    )
     try:
         assert a.try_acquire() and a.try_acquire() and a.is_leader
         assert not b.try_acquire() and not b.is_leader
@@ -204,16 +214,17 @@ def test_make_leadership_by_dialect(tmp_path: Path) -> None:
 
 
 # the retrainer on top --------------------------------------------------------------------
-def replica(tmp_path: Path, store: SampleStore, url: str, model_dir: Path, name: str
-            ) -> tuple[Retrainer, list[LoadedBundle], TrainingMetrics]:
-    published: list[LoadedBundle] = []
+def replica(
+    tmp_path: Path, store: SampleStore, url: str, model_dir: Path, name: str
+) -> tuple[Retrainer, list[LoadedBundle], TrainingMetrics]:
     metrics = TrainingMetrics()
     leadership: Leadership = make_leadership(store.engine)
     settings = training_settings(tmp_path, url, model_dir=model_dir)
-    retrainer = Retrainer(settings, store, metrics, published.append, leadership)
+    slot = RecordingSlot(settings)
+    retrainer = Retrainer(settings, store, metrics, slot, leadership)
     retrainer.trainer_id = name  # both replicas live in this one process
-    retrainer.resume(None)
-    return retrainer, published, metrics
+    retrainer.resume()
+    return retrainer, slot.history, metrics
 
 
 def add(store: SampleStore, n: int, seed: int) -> None:
@@ -234,8 +245,10 @@ def test_only_the_leader_retrains_and_the_follower_takes_over(
         assert b.state.last_success is not None and b.state.last_success["trainer"] == "a"
         assert b_metrics.registry.get_sample_value("latency_trainer_is_leader") == 0
         assert a_metrics.registry.get_sample_value("latency_trainer_is_leader") == 1
-        assert b_metrics.registry.get_sample_value("latency_retrains_total",
-                                                   {"status": "follower"}) is None
+        assert (
+            b_metrics.registry.get_sample_value("latency_retrains_total", {"status": "follower"})
+            is None
+        )
         add(store, 20, seed=2)
         assert b.run_once() == "follower"
         assert a.run_once() == "ok"
@@ -278,7 +291,9 @@ def test_a_new_leader_retrains_samples_the_old_one_never_saw(
 
 # routes --------------------------------------------------------------------------------
 def test_status_metrics_and_manual_retrain_on_leader_and_follower(
-    migrated_url: str, open_client: OpenClient, tmp_path: Path  # apps close before the schema
+    migrated_url: str,
+    open_client: OpenClient,
+    tmp_path: Path,  # apps close before the schema
 ) -> None:
     shared = tmp_path / "shared-models"
     a = open_client(db_url=migrated_url, name="a", model_dir=shared)
@@ -292,7 +307,7 @@ def test_status_metrics_and_manual_retrain_on_leader_and_follower(
     assert status_b["trainer"]["is_leader"] is False
     assert status_a["trainer"]["id"] == status_b["trainer"]["id"]  # one process: same host:pid
     assert status_b["model_version"] == status_a["model_version"] is not None
-    assert status_b["last_retrain"]["version"] == status_a["model_version"]
+    assert status_b["last_retrain_detail"]["version"] == status_a["model_version"]
     assert a.get("/retrains").json()["retrains"][0]["trainer"] == status_a["trainer"]["id"]
     for client, value in ((a, 1.0), (b, 0.0)):
         lines = client.get("/metrics").text.splitlines()

@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from latency_cli.synthetic import synthetic_rows
 from shared.live_calibration import (
     MAX_LIVE_LOG_OFFSET,
     LiveCalibrationReader,
     read_live_calibration,
 )
-from shared.synthetic import synthetic_rows
 from shared.targets import Target
+from tests.apps import app_of
 from tests.training_server.conftest import OpenClient, ingest, train
 from training_server.live_calibrator import aci_step
 
@@ -49,10 +50,10 @@ def test_coverage_holds_through_a_shift_in_the_distribution() -> None:
         hits.append(np.mean(actual <= served))
         raw_hits.append(np.mean(actual <= model_p90))
         offset = aci_step(offset, actual, served, q, 0.005)
-    first, second = np.mean(hits[: batches // 2]), np.mean(hits[batches // 2:])
+    first, second = np.mean(hits[: batches // 2]), np.mean(hits[batches // 2 :])
     assert first == pytest.approx(0.9, abs=0.02)
     assert second == pytest.approx(0.9, abs=0.03)
-    assert np.mean(raw_hits[batches // 2:]) < 0.5
+    assert np.mean(raw_hits[batches // 2 :]) < 0.5
     assert offset == pytest.approx(math.log(2.0), abs=0.15)  # it found the new level
 
 
@@ -67,21 +68,21 @@ def rows_with_served(n: int, seed: int, factor: float) -> list[dict[str, Any]]:
 
 
 def tick(client: TestClient) -> None:
-    client.app.state.calibrator.tick()
+    app_of(client).state.calibrator.tick()
 
 
 def test_leader_raises_the_factor_on_misses_and_publishes_it(open_client: OpenClient) -> None:
     client = open_client(calibration_step=0.01)
     train(client)  # a trained bundle: both targets get corrected
     tick(client)  # the first tick resumes at the newest row: history is not re-scored
-    published = read_live_calibration(client.app.state.settings.model_dir)
+    published = read_live_calibration(app_of(client).state.settings.model_dir)
     assert published is not None
     assert all(e.log_offset == 0.0 for e in published.targets.values())
     before = client.post("/predict", json=_epp_row()).json()
 
     ingest(client, rows_with_served(200, seed=5, factor=0.5))  # every served p90 missed
     tick(client)
-    published = read_live_calibration(client.app.state.settings.model_dir)
+    published = read_live_calibration(app_of(client).state.settings.model_dir)
     assert published is not None
     for target, entry in published.targets.items():
         n = sum(1 for r in rows_with_served(200, 5, 0.5) if r[target.actual_field] > 0)
@@ -105,12 +106,13 @@ def test_rows_without_a_served_prediction_or_model_are_not_scored(
     tick(client)  # nothing trained yet: the prior is never corrected
     ingest(client, rows_with_served(100, seed=6, factor=0.5))
     tick(client)
-    published = read_live_calibration(client.app.state.settings.model_dir)
+    published = read_live_calibration(app_of(client).state.settings.model_dir)
     assert published is not None and published.through_sample_id > 0
     assert all(e.rows == 0 and e.log_offset == 0.0 for e in published.targets.values())
     train(client, seed=7)  # rows without predicted_* fields: nothing to score either
     tick(client)
-    published = read_live_calibration(client.app.state.settings.model_dir)
+    published = read_live_calibration(app_of(client).state.settings.model_dir)
+    assert published is not None
     assert all(e.rows == 0 for e in published.targets.values())
 
 
@@ -118,10 +120,10 @@ def test_off_removes_a_stale_file_and_never_publishes(open_client: OpenClient) -
     leader = open_client(name="a")
     train(leader)
     tick(leader)
-    model_dir = leader.app.state.settings.model_dir
+    model_dir = app_of(leader).state.settings.model_dir
     assert read_live_calibration(model_dir) is not None
     off = open_client(name="b", model_dir=model_dir, calibration="split")
-    off.app.state.calibrator.start()
+    app_of(off).state.calibrator.start()
     assert read_live_calibration(model_dir) is None
     ingest(off, rows_with_served(100, seed=8, factor=0.5))
     tick(off)
@@ -134,7 +136,7 @@ def test_reader_follows_replacements_and_keeps_the_last_good_file(
     client = open_client(calibration_step=0.01)
     train(client)
     tick(client)
-    model_dir = client.app.state.settings.model_dir
+    model_dir = app_of(client).state.settings.model_dir
     reader = LiveCalibrationReader(model_dir)
     assert reader.poll() and not reader.poll()  # read once, then unchanged
     ingest(client, rows_with_served(50, seed=9, factor=0.5))
@@ -143,7 +145,7 @@ def test_reader_follows_replacements_and_keeps_the_last_good_file(
     assert reader.log_offsets(0.5) == {}  # a factor for another quantile is never served
     good = reader.current
     (model_dir / "calibration.json").write_text('{"format_version": 1, "quantile": "x"}')
-    with pytest.raises(ValueError, match="calibration.json"):
+    with pytest.raises(ValueError, match=r"calibration\.json"):
         reader.poll()
     assert reader.current is good
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from latency_cli.synthetic import synthetic_rows
 from shared.backends import backend_for
 from shared.features import Columns, columns_from_dicts
 from shared.settings import Calibration, ModelType, TrainingSettings
-from shared.synthetic import synthetic_rows
 from shared.target_space import TargetSpace
 from shared.targets import Target
 from training_server.candidates import P90, P90_PER_QUEUED, candidates

@@ -11,16 +11,16 @@ from typing import Any
 import numpy as np
 import pytest
 
+from latency_cli.synthetic import prediction_row, synthetic_rows
 from shared.backends import BACKENDS, FitParams
 from shared.features import Columns, columns_from_dicts, feature_names, monotone_constraints
 from shared.settings import ModelType, ObjectiveType
-from shared.synthetic import prediction_row, synthetic_rows
 from shared.target_space import space_for
 from shared.targets import Target
 from training_server.training import TargetFit, fit_model, served_ms
 
 
-def noisy_ttft_rows(n: int) -> list[dict]:
+def noisy_ttft_rows(n: int) -> list[dict[str, Any]]:
     """Synthetic TTFT rows with heavy noise, so an unconstrained fit wiggles."""
     rng = np.random.default_rng(3)
     rows = [r for r in synthetic_rows(n, seed=8) if r["actual_ttft_ms"] > 0]
@@ -38,8 +38,9 @@ def noisy_ttft_rows(n: int) -> list[dict]:
         ("prefill_tokens_in_flight", np.linspace(0, 8_000, 60)),
     ],
 )
-def test_ttft_is_non_decreasing(model_type: ModelType, objective: ObjectiveType, field: str,
-                                values: np.ndarray) -> None:
+def test_ttft_is_non_decreasing(
+    model_type: ModelType, objective: ObjectiveType, field: str, values: np.ndarray
+) -> None:
     rows = noisy_ttft_rows(3000)
     names = feature_names(Target.TTFT)
     columns = columns_from_dicts(rows)
@@ -50,10 +51,12 @@ def test_ttft_is_non_decreasing(model_type: ModelType, objective: ObjectiveType,
     fit = fitted(backend, params, names, columns, y)
     rng = np.random.default_rng(0)
     for base in range(20):  # many starting points, each swept along `field`
-        start = prediction_row(kv_cache_percentage=float(rng.uniform(0, 1)),
-                               num_request_running=int(rng.integers(0, 32)),
-                               input_token_length=int(rng.integers(1, 5000)),
-                               prefix_cache_score=float(rng.choice([0.0, 0.5])))
+        start = prediction_row(
+            kv_cache_percentage=float(rng.uniform(0, 1)),
+            num_request_running=int(rng.integers(0, 32)),
+            input_token_length=int(rng.integers(1, 5000)),
+            prefix_cache_score=float(rng.choice([0.0, 0.5])),
+        )
         sweep = [dict(start, **{field: int(v)}) for v in values]
         predicted = served_ms(backend, fit, columns_from_dicts(sweep))
         assert np.all(np.diff(predicted) >= -1e-6 * np.abs(predicted[:-1])), (base, predicted)

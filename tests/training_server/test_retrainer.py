@@ -8,14 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from latency_cli.synthetic import synthetic_row, synthetic_rows
 from shared.artifact import read_current_version
 from shared.features import columns_from_dicts
 from shared.predictor import LoadedBundle, load_current_bundle
 from shared.schemas import TrainingEntry
 from shared.settings import ModelType, ObjectiveType
-from shared.synthetic import synthetic_row, synthetic_rows
 from shared.targets import TARGETS, Target
 from tests.conftest import training_settings
+from tests.slots import RecordingSlot
 from training_server.metrics import TrainingMetrics
 from training_server.retrainer import MAX_BACKOFF, Retrainer
 from training_server.store import SampleStore
@@ -27,12 +28,13 @@ def add(store: SampleStore, n: int, seed: int) -> None:
     store.add_samples([TrainingEntry.model_validate(r) for r in synthetic_rows(n, seed=seed)])
 
 
-def make(tmp_path: Path, store: SampleStore, url: str, **overrides: object
-         ) -> tuple[Retrainer, list[LoadedBundle], TrainingMetrics]:
-    published: list[LoadedBundle] = []
+def make(tmp_path: Path, store: SampleStore, url: str, serving: LoadedBundle | None = None,
+         **overrides: object) -> tuple[Retrainer, list[LoadedBundle], TrainingMetrics]:
+    """A retrainer whose slot starts serving `serving`; the list is what it publishes."""
     metrics = TrainingMetrics()
     settings = training_settings(tmp_path, url, **overrides)
-    return Retrainer(settings, store, metrics, on_publish=published.append), published, metrics
+    slot = RecordingSlot(settings, serving)
+    return Retrainer(settings, store, metrics, slot), slot.history, metrics
 
 
 def retrains_count(metrics: TrainingMetrics, status: str) -> float | None:
@@ -131,7 +133,7 @@ def test_one_target_without_samples_still_trains_the_other(
 def test_failed_publish_is_recorded_and_keeps_the_current_bundle(
     tmp_path: Path, store: SampleStore, migrated_url: str, model_dir: Path
 ) -> None:
-    good, published, _ = make(tmp_path, store, migrated_url, model_dir=model_dir)
+    good, _published, _ = make(tmp_path, store, migrated_url, model_dir=model_dir)
     add(store, 400, seed=5)
     assert good.run_once() == "ok"
     current = read_current_version(model_dir)
@@ -184,8 +186,9 @@ def test_resume_does_not_retrain_a_model_that_saw_every_sample(
     assert first.run_once() == "ok"
     version = read_current_version(model_dir)
 
-    restarted, published, _ = make(tmp_path, store, migrated_url, model_dir=model_dir)
-    restarted.resume(load_current_bundle(model_dir))
+    restarted, published, _ = make(tmp_path, store, migrated_url,
+                                   serving=load_current_bundle(model_dir), model_dir=model_dir)
+    restarted.resume()
     assert restarted.state.last_success is not None
     assert restarted.state.last_success["version"] == version
     assert restarted.run_once() == "skipped"
@@ -205,7 +208,7 @@ def test_resume_without_the_recorded_bundle_retrains(
 
     other_dir = tmp_path / "elsewhere"
     restarted, published, _ = make(tmp_path, store, migrated_url, model_dir=other_dir)
-    restarted.resume(None)  # e.g. the model volume was lost: the samples must be retrained
+    restarted.resume()  # e.g. the model volume was lost: the samples must be retrained
     assert restarted.run_once() == "ok"
     assert read_current_version(other_dir) == published[0].version
 

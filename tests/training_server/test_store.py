@@ -16,12 +16,18 @@ from training_server.store import SampleStore, bucket_of
 from training_server.tables import samples
 
 
-def entry(ttft: float = 0.0, tpot: float = 0.0, *, kv: float = 0.3, prefix: float = 0.0,
-          **extra: Any) -> TrainingEntry:
+def entry(
+    ttft: float = 0.0, tpot: float = 0.0, *, kv: float = 0.3, prefix: float = 0.0, **extra: Any
+) -> TrainingEntry:
     row = {
-        "kv_cache_percentage": kv, "input_token_length": 100, "num_request_waiting": 0,
-        "num_request_running": 1, "num_tokens_generated": 1, "prefix_cache_score": prefix,
-        "actual_ttft_ms": ttft, "actual_tpot_ms": tpot,
+        "kv_cache_percentage": kv,
+        "input_token_length": 100,
+        "num_request_waiting": 0,
+        "num_request_running": 1,
+        "num_tokens_generated": 1,
+        "prefix_cache_score": prefix,
+        "actual_ttft_ms": ttft,
+        "actual_tpot_ms": tpot,
     }
     row.update(extra)
     return TrainingEntry.model_validate(row)
@@ -40,10 +46,17 @@ def ids(store: SampleStore, **where: Any) -> list[int]:
         return list(conn.execute(stmt).scalars())
 
 
-def retrain_row(version: str, status: str = "ok", **extra: Any) -> dict[str, Any]:
-    row = {"version": version, "started_at": datetime.now(UTC), "duration_s": 1.5,
-           "status": status, "model_type": "xgboost", "objective": "quantile",
-           "quantile": 0.9, "max_sample_id": 7}
+def retrain_row(version: str | None, status: str = "ok", **extra: Any) -> dict[str, Any]:
+    row = {
+        "version": version,
+        "started_at": datetime.now(UTC),
+        "duration_s": 1.5,
+        "status": status,
+        "model_type": "xgboost",
+        "objective": "quantile",
+        "quantile": 0.9,
+        "max_sample_id": 7,
+    }
     row.update(extra)
     return row
 
@@ -53,8 +66,9 @@ ZERO = {"ttft_samples": 0, "tpot_samples": 0, "total_samples": 0}
 
 def test_counts_by_measured_target(store: SampleStore) -> None:
     train = split(store, 0.0)
-    added = train.add_samples([entry(ttft=10.0), entry(tpot=5.0), entry(ttft=12.0, tpot=6.0),
-                               entry(), entry(ttft=3.0)])
+    added = train.add_samples(
+        [entry(ttft=10.0), entry(tpot=5.0), entry(ttft=12.0, tpot=6.0), entry(), entry(ttft=3.0)]
+    )
     assert added == 5
     assert train.counts() == {
         "training_data": {"ttft_samples": 3, "tpot_samples": 2, "total_samples": 5},
@@ -80,14 +94,22 @@ def test_split_ratio_puts_about_half_in_test(store: SampleStore) -> None:
 
 def test_window_returns_only_rows_measuring_the_target(store: SampleStore) -> None:
     train = split(store, 0.0)
-    train.add_samples([
-        entry(ttft=11.0, kv=0.1, input_token_length=10, pod_type="prefill"),
-        entry(tpot=4.0, kv=0.2, input_token_length=20, pod_type="decode"),
-        entry(ttft=13.0, tpot=5.0, kv=0.3, input_token_length=30, pod_type=" Decode "),
-        entry(ttft=14.0, kv=0.4, input_token_length=40, pod_type="prefill-decode",
-              prefill_tokens_in_flight=7, encoder_input_size=9),
-        entry(kv=0.5, input_token_length=50),  # measures nothing
-    ])
+    train.add_samples(
+        [
+            entry(ttft=11.0, kv=0.1, input_token_length=10, pod_type="prefill"),
+            entry(tpot=4.0, kv=0.2, input_token_length=20, pod_type="decode"),
+            entry(ttft=13.0, tpot=5.0, kv=0.3, input_token_length=30, pod_type=" Decode "),
+            entry(
+                ttft=14.0,
+                kv=0.4,
+                input_token_length=40,
+                pod_type="prefill-decode",
+                prefill_tokens_in_flight=7,
+                encoder_input_size=9,
+            ),
+            entry(kv=0.5, input_token_length=50),  # measures nothing
+        ]
+    )
     split(store, 1.0).add_samples([entry(ttft=99.0, input_token_length=99)])
 
     columns, y = train.window(Target.TTFT, test=False)
@@ -161,21 +183,29 @@ def test_retention_caps_test_rows_per_measures_across_buckets(store: SampleStore
 
 
 def test_flush_training_only_keeps_test_rows(store: SampleStore) -> None:
-    split(store, 0.0).add_samples([entry(ttft=1.0), entry(ttft=2.0), entry(tpot=3.0),
-                                   entry(ttft=6.0, tpot=7.0)])
+    split(store, 0.0).add_samples(
+        [entry(ttft=1.0), entry(ttft=2.0), entry(tpot=3.0), entry(ttft=6.0, tpot=7.0)]
+    )
     split(store, 1.0).add_samples([entry(ttft=4.0), entry(tpot=5.0)])
     flushed = store.flush(training=True, test=False)
     # A row measuring both targets counts once in the row total.
-    assert flushed == {"samples_flushed": 4,
-                       "ttft_training_samples_flushed": 3, "tpot_training_samples_flushed": 2,
-                       "ttft_test_samples_flushed": 0, "tpot_test_samples_flushed": 0}
+    assert flushed == {
+        "samples_flushed": 4,
+        "ttft_training_samples_flushed": 3,
+        "tpot_training_samples_flushed": 2,
+        "ttft_test_samples_flushed": 0,
+        "tpot_test_samples_flushed": 0,
+    }
     assert store.counts() == {
         "training_data": ZERO,
         "test_data": {"ttft_samples": 1, "tpot_samples": 1, "total_samples": 2},
     }
     assert store.flush(training=True, test=True) == {
-        "samples_flushed": 2, "ttft_training_samples_flushed": 0, "tpot_training_samples_flushed": 0,
-        "ttft_test_samples_flushed": 1, "tpot_test_samples_flushed": 1,
+        "samples_flushed": 2,
+        "ttft_training_samples_flushed": 0,
+        "tpot_training_samples_flushed": 0,
+        "ttft_test_samples_flushed": 1,
+        "tpot_test_samples_flushed": 1,
     }
     assert ids(store) == []
 
@@ -216,12 +246,12 @@ def test_retrain_started_at_round_trips_as_aware_utc(
     ("kv", "prefix", "bucket"),
     [
         (0.0, 0.0, 0),
-        (0.05, 0.3, 1),      # kv decile 0, prefix quarter 1
-        (0.1, 0.0, 4),       # kv decile 1 -> 1 * 4
-        (0.25, 0.75, 11),    # 2 * 4 + 3
-        (0.55, 0.5, 22),     # 5 * 4 + 2
-        (0.99, 0.99, 39),    # 9 * 4 + 3
-        (1.0, 1.0, 39),      # the top edge clamps into the last bucket
+        (0.05, 0.3, 1),  # kv decile 0, prefix quarter 1
+        (0.1, 0.0, 4),  # kv decile 1 -> 1 * 4
+        (0.25, 0.75, 11),  # 2 * 4 + 3
+        (0.55, 0.5, 22),  # 5 * 4 + 2
+        (0.99, 0.99, 39),  # 9 * 4 + 3
+        (1.0, 1.0, 39),  # the top edge clamps into the last bucket
     ],
 )
 def test_bucket_of(kv: float, prefix: float, bucket: int) -> None:

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from latency_cli.synthetic import synthetic_rows
 from shared.schemas import TrainingEntry
-from shared.synthetic import synthetic_rows
 from tests.conftest import training_settings
+from tests.slots import RecordingSlot
 from training_server.metrics import TrainingMetrics
 from training_server.retrainer import Retrainer
 from training_server.store import SampleStore
@@ -75,9 +76,10 @@ def test_the_retrain_loop_trains_early_on_a_real_store(
 ) -> None:
     """With a 60 s clock the first model still lands within a few ticks of the first rows,
     and the next one soon after the rows doubled."""
-    settings = training_settings(tmp_path, migrated_url, retraining_interval_sec=60.0,
-                                 early_retrains=True)
-    retrainer = Retrainer(settings, store, TrainingMetrics(), on_publish=lambda b: None)
+    settings = training_settings(
+        tmp_path, migrated_url, retraining_interval_sec=60.0, early_retrains=True
+    )
+    retrainer = Retrainer(settings, store, TrainingMetrics(), RecordingSlot(settings))
     retrainer.start()
     try:
         store.add_samples([TrainingEntry.model_validate(r) for r in synthetic_rows(30, seed=1)])

@@ -12,7 +12,7 @@ from importlib.resources import files
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
-from shared.auth import Access, require
+from shared.web.auth import Access, require
 
 router = APIRouter()
 

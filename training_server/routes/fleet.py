@@ -6,34 +6,17 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from fastapi import APIRouter
 
-from shared.auth import Access, require
-from shared.json_body import JSONBodyRoute
-from shared.responses import rfc3339
-from training_server.prediction_fleet import PredictionFleet, SeenServer, ServerReport
+from shared.schemas import PredictionServerReport
+from shared.web.auth import Access, require
+from shared.web.json_body import JSONBodyRoute
+from shared.wire import rfc3339
+from training_server.deps import FleetDep, PublishedBundle
+from training_server.prediction_fleet import SeenServer, ServerReport
 
 # JSONBodyRoute: a bad JSON body (NaN, 1e999, not UTF-8) answers the contract's 422.
 router = APIRouter(route_class=JSONBodyRoute)
-
-
-class PredictionServerReport(BaseModel):
-    """What a prediction server (worker) says about itself every model-sync interval."""
-
-    model_config = ConfigDict(extra="ignore")  # newer servers may say more
-
-    id: str = Field(min_length=1, max_length=200, description="hostname/pid of the worker")
-    model_version: str = Field(min_length=1, max_length=64)
-    loaded_at: datetime | None = Field(None, description="when it swapped that version in")
-    is_ready: StrictBool
-    interval_s: float | None = Field(
-        None, gt=0.0, le=86_400.0, description="how often it reports; sets when it is stale"
-    )
-
-
-def _fleet(request: Request) -> PredictionFleet:
-    return request.app.state.fleet
 
 
 def _listed(server: SeenServer, now: float, current: str | None) -> dict[str, Any]:
@@ -53,20 +36,19 @@ def _listed(server: SeenServer, now: float, current: str | None) -> dict[str, An
 
 
 @router.post("/prediction_servers/report", dependencies=require(Access.EPP))
-async def report(request: Request, body: PredictionServerReport) -> dict[str, Any]:
-    _fleet(request).record(ServerReport(**body.model_dump()))
+async def report(body: PredictionServerReport, fleet: FleetDep) -> dict[str, Any]:
+    fleet.record(ServerReport(**body.model_dump()))
     return {"recorded": body.id}
 
 
 @router.get("/prediction_servers", dependencies=require(Access.DASHBOARD))
-async def list_prediction_servers(request: Request) -> dict[str, Any]:
+async def list_prediction_servers(bundle: PublishedBundle, fleet: FleetDep) -> dict[str, Any]:
     """Newest report first, with the version this trainer serves to compare against."""
-    bundle = request.app.state.bundle
-    manifest = getattr(bundle, "manifest", None)
-    current = getattr(bundle, "version", None)
+    manifest = bundle.manifest if bundle else None
+    current = bundle.version if bundle else None
     now = time.time()
     return {
         "current_version": current,
         "current_version_created_at": rfc3339(manifest.created_at) if manifest else None,
-        "servers": [_listed(s, now, current) for s in _fleet(request).newest_first()],
+        "servers": [_listed(s, now, current) for s in fleet.newest_first()],
     }

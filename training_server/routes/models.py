@@ -9,59 +9,47 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from shared.archive import import_bundle, pack_bundle
-from shared.artifact import MANIFEST, BundleError, bundle_dir_for
-from shared.auth import Access, require
+from shared.archive import import_bundle, pack_bundle, pack_files
+from shared.artifact import BundleError, bundle_dir_for
 from shared.backends import XGBoostBackend, backend_for
 from shared.live_calibration import LIVE_CALIBRATION
 from shared.predictor import LoadedBundle, load_bundle
-from shared.responses import rfc3339
-from shared.settings import ModelType
+from shared.prior import PRIOR_VERSION
+from shared.settings import ModelType, TrainingSettings
 from shared.targets import Target
-from training_server.deps import SettingsDep, StoreDep
+from shared.web.auth import Access, require
+from shared.wire import rfc3339
+from training_server.deps import PublishedBundle, SettingsDep, SlotDep, StoreDep
+from training_server.model_files import (
+    MODEL_NAMES,
+    UnknownModel,
+    cold_start_files,
+    file_info,
+    model_file,
+    native_file,
+)
 from training_server.routes.ops import store_counts
 
 router = APIRouter()
-MODEL_NAMES = ("ttft", "tpot", "manifest")
 
 
-def current(request: Request) -> LoadedBundle | None:
-    return request.app.state.bundle
-
-
-def _model_of(request: Request, target: Target, model_type: ModelType) -> tuple[LoadedBundle, Any]:
-    bundle = current(request)
+def _model_of(bundle: LoadedBundle | None, target: Target,
+              model_type: ModelType) -> tuple[LoadedBundle, Any]:
     if bundle is None or bundle.model_type is not model_type or not bundle.has_model(target):
         raise HTTPException(404, f"no {model_type.value} {target.value} model is published")
     return bundle, bundle.models[target]
 
 
-def _file_of(request: Request, settings: SettingsDep, name: str) -> Path | None:
-    if name not in MODEL_NAMES:
-        raise HTTPException(404, f"unknown model {name!r}; known: {', '.join(MODEL_NAMES)}")
-    bundle = current(request)
-    if bundle is None or bundle.manifest is None:
-        return None
-    folder = bundle_dir_for(settings.model_dir, bundle.version)
-    if name == "manifest":
-        return folder / MANIFEST
-    entry = bundle.manifest.targets[Target(name)]
-    return None if entry.file is None else folder / entry.file
-
-
-def _file_info(path: Path | None) -> dict[str, Any]:
-    exists = path is not None and path.is_file()
-    stat = path.stat() if exists and path else None
-    return {
-        "exists": exists,
-        "size_bytes": stat.st_size if stat else 0,
-        "last_modified": rfc3339(datetime.fromtimestamp(stat.st_mtime, UTC)) if stat else None,
-    }
+def _file_of(bundle: LoadedBundle | None, settings: TrainingSettings, name: str) -> Path | None:
+    try:
+        return model_file(bundle, settings, name)
+    except UnknownModel:
+        raise HTTPException(404, f"unknown model {name!r}; known: {', '.join(MODEL_NAMES)}") \
+            from None
 
 
 @router.get("/model/download/info", dependencies=require(Access.EPP))
-async def download_info(request: Request, settings: SettingsDep) -> dict[str, Any]:
-    bundle = current(request)
+async def download_info(bundle: PublishedBundle, settings: SettingsDep) -> dict[str, Any]:
     model_type = bundle.model_type if bundle else settings.model_type
     if model_type is ModelType.XGBOOST:
         endpoints: dict[str, Any] = {
@@ -82,34 +70,33 @@ async def download_info(request: Request, settings: SettingsDep) -> dict[str, An
 
 
 @router.get("/model/{target}/xgb/json", dependencies=require(Access.EPP))
-async def xgb_trees(request: Request, target: Target) -> Response:
-    _, model = _model_of(request, target, ModelType.XGBOOST)
+async def xgb_trees(bundle: PublishedBundle, target: Target) -> Response:
+    _, model = _model_of(bundle, target, ModelType.XGBOOST)
     dumps = XGBoostBackend().tree_dumps(model)
     return Response(b"[" + ",".join(dumps).encode() + b"]", media_type="application/json")
 
 
 @router.get("/model/{target}/lgb/txt", dependencies=require(Access.EPP))
-async def lgb_text(request: Request, settings: SettingsDep, target: Target) -> Response:
-    bundle, _ = _model_of(request, target, ModelType.LIGHTGBM)
-    path = _file_of(request, settings, target.value)
+async def lgb_text(bundle: PublishedBundle, settings: SettingsDep, target: Target) -> Response:
+    served, _ = _model_of(bundle, target, ModelType.LIGHTGBM)
+    path = native_file(served, settings, target)
     assert path is not None  # _model_of proved the model exists
     return Response(path.read_bytes(), media_type="text/plain; charset=utf-8")
 
 
 @router.get("/model/{target}/lgb/importances", dependencies=require(Access.EPP))
-async def lgb_importances(request: Request, target: Target) -> dict[str, float]:
-    bundle, model = _model_of(request, target, ModelType.LIGHTGBM)
-    return backend_for(ModelType.LIGHTGBM).importances(model, bundle.features[target])
+async def lgb_importances(bundle: PublishedBundle, target: Target) -> dict[str, float]:
+    served, model = _model_of(bundle, target, ModelType.LIGHTGBM)
+    return backend_for(ModelType.LIGHTGBM).importances(model, served.features[target])
 
 
 @router.get("/model/{name}/info", dependencies=require(Access.EPP))
-async def model_info(request: Request, settings: SettingsDep, name: str) -> dict[str, Any]:
-    path = _file_of(request, settings, name)
-    bundle = current(request)
+async def model_info(bundle: PublishedBundle, settings: SettingsDep, name: str) -> dict[str, Any]:
+    path = _file_of(bundle, settings, name)
     return {
         "model_name": name,
         "path": str(path) if path else None,
-        **_file_info(path),
+        **file_info(path),
         "model_type": (bundle.model_type if bundle else settings.model_type).value,
         "quantile": bundle.quantile if bundle else settings.quantile_alpha,
         "model_version": bundle.version if bundle else None,
@@ -117,8 +104,8 @@ async def model_info(request: Request, settings: SettingsDep, name: str) -> dict
 
 
 @router.get("/model/{name}/download", dependencies=require(Access.EPP))
-async def model_download(request: Request, settings: SettingsDep, name: str) -> Response:
-    path = _file_of(request, settings, name)
+async def model_download(bundle: PublishedBundle, settings: SettingsDep, name: str) -> Response:
+    path = _file_of(bundle, settings, name)
     if path is None or not path.is_file():
         raise HTTPException(404, f"model {name!r} is not published yet")
     return Response(
@@ -139,10 +126,9 @@ async def live_calibration(settings: SettingsDep) -> Response:
 
 
 @router.get("/models/list", dependencies=require(Access.EPP))
-async def models_list(request: Request, settings: SettingsDep) -> dict[str, Any]:
-    bundle = current(request)
+async def models_list(bundle: PublishedBundle, settings: SettingsDep) -> dict[str, Any]:
     return {
-        "models": {name: _file_info(_file_of(request, settings, name)) for name in MODEL_NAMES},
+        "models": {name: file_info(_file_of(bundle, settings, name)) for name in MODEL_NAMES},
         "model_type": (bundle.model_type if bundle else settings.model_type).value,
         "quantile": bundle.quantile if bundle else settings.quantile_alpha,
         "model_version": bundle.version if bundle else None,
@@ -151,30 +137,39 @@ async def models_list(request: Request, settings: SettingsDep) -> dict[str, Any]
 
 
 @router.get("/model/export", dependencies=require(Access.ADMIN))
-async def model_export(request: Request, settings: SettingsDep, store: StoreDep) -> Response:
-    bundle = current(request)
-    if bundle is None or bundle.manifest is None:
-        raise HTTPException(404, "no model is published yet")
+async def model_export(bundle: PublishedBundle, settings: SettingsDep,
+                       store: StoreDep) -> Response:
+    """The published bundle as a tar.gz with metadata.json; before any bundle, the cold start:
+    metadata naming the documented prior (and the prior's legacy files, when on), which
+    import refuses as holding no model."""
     counts = await store_counts(store)
+    published = bundle if bundle is not None and bundle.manifest is not None else None
+    version = published.version if published else PRIOR_VERSION
     metadata = {
-        "model_type": bundle.model_type.value,
-        "objective_type": bundle.objective.value,
-        "quantile_alpha": bundle.quantile,
-        "model_version": bundle.version,
+        "model_type": (bundle.model_type if bundle else settings.model_type).value,
+        "objective_type": (bundle.objective if bundle else settings.objective_type).value,
+        "quantile_alpha": bundle.quantile if bundle else settings.quantile_alpha,
+        "model_version": version,
+        "cold_start": published is None,
         "exported_at": rfc3339(datetime.now(UTC)),
+        # llm-d's names for the training rows, and ours per split
+        **{f"{t}_samples": counts["training_data"][f"{t}_samples"] for t in ("ttft", "tpot")},
         "sample_counts": counts,
     }
-    data = await run_in_threadpool(
-        pack_bundle, bundle_dir_for(settings.model_dir, bundle.version), metadata
-    )
+    if published is None:
+        data = await run_in_threadpool(pack_files, cold_start_files(settings), metadata)
+    else:
+        folder = bundle_dir_for(settings.model_dir, version)
+        data = await run_in_threadpool(pack_bundle, folder, metadata)
     return Response(
         data, media_type="application/gzip",
-        headers={"Content-Disposition": f'attachment; filename="model-{bundle.version}.tar.gz"'},
+        headers={"Content-Disposition":
+                 f'attachment; filename="model-{version}.tar.gz"'},
     )
 
 
 @router.post("/model/import", dependencies=require(Access.ADMIN))
-async def model_import(request: Request, settings: SettingsDep) -> dict[str, Any]:
+async def model_import(request: Request, settings: SettingsDep, slot: SlotDep) -> dict[str, Any]:
     """Publish an exported bundle (verified first): seeds a cold start or rolls back."""
     archive = await request.body()
     try:
@@ -184,6 +179,6 @@ async def model_import(request: Request, settings: SettingsDep) -> dict[str, Any
         bundle = await run_in_threadpool(load_bundle, settings.model_dir, version)
     except BundleError as exc:
         raise HTTPException(422, f"bundle refused: {exc}") from exc
-    request.app.state.bundle = bundle
+    slot.publish(bundle)
     return {"imported": True, "model_version": version}
 

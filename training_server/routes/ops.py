@@ -5,20 +5,20 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi import APIRouter, HTTPException, Query, Response
 from fastapi.concurrency import run_in_threadpool
-from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from shared.auth import Access, require
-from shared.backends import backend_for
-from shared.json_body import JSONBodyRoute
-from shared.responses import rfc3339
+from shared.predictor import LoadedBundle
 from shared.schemas import FlushRequest
 from shared.targets import TARGETS
-from training_server.deps import MetricsDep, RetrainerDep, SettingsDep, StoreDep
-from training_server.metrics import legacy_lines
-from training_server.store import empty_counts
+from shared.web.auth import Access, require
+from shared.web.json_body import JSONBodyRoute
+from shared.wire import rfc3339
+from training_server.deps import MetricsDep, PublishedBundle, RetrainerDep, SettingsDep, StoreDep
+from training_server.metrics import legacy_lines, served_importances
+from training_server.retrainer import Retrainer
+from training_server.store import SampleStore
 
 # JSONBodyRoute: a bad JSON body (NaN, 1e999, not UTF-8) answers the contract's 422.
 router = APIRouter(route_class=JSONBodyRoute)
@@ -34,13 +34,13 @@ def _jsonable(row: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 @router.get("/", dependencies=require(Access.EPP))
-async def root(request: Request) -> dict[str, Any]:
+async def root(bundle: PublishedBundle) -> dict[str, Any]:
     return {
         "service": "latency-predictor training server",
         "description": "Stores completed-request samples, retrains quantile TTFT/TPOT models "
                        "and publishes them to the shared model directory.",
         "docs": "/docs",
-        "model_version": getattr(request.app.state.bundle, "version", None),
+        "model_version": bundle.version if bundle else None,
     }
 
 
@@ -52,26 +52,35 @@ async def healthz(retrainer: RetrainerDep) -> dict[str, Any]:
 
 
 @router.get("/readyz")
-async def readyz(request: Request, store: StoreDep) -> Any:
+async def readyz(store: StoreDep, bundle: PublishedBundle) -> Any:
     """Ready when the store answers: samples must be accepted before any model exists."""
-    def ping() -> None:
-        with store.engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
     try:
-        await run_in_threadpool(ping)
+        await run_in_threadpool(store.ping)
     except SQLAlchemyError as exc:
         raise HTTPException(503, f"store unavailable: {type(exc).__name__}") from exc
-    return {"status": "ready", "model_ready": request.app.state.bundle is not None}
+    return {"status": "ready", "model_ready": bundle is not None}
 
 
-def _status_payload(request: Request, counts: dict[str, Any], retrainer: Any) -> dict[str, Any]:
+def _status_payload(bundle: LoadedBundle | None, counts: dict[str, Any],
+                    queue_counts: dict[str, int], retrainer: Retrainer) -> dict[str, Any]:
     state = retrainer.state
-    bundle = request.app.state.bundle
+    last = state.last_success
     return {
         **counts,
+        # llm-d's queue-gated ensemble is never served here (one model per target, with the
+        # queue as a feature); the counts are the store's, split as it would split them.
+        "ensemble": {
+            "ensemble_mode": False,
+            "ensemble_active": False,
+            "min_samples_for_split": None,  # no split, so no threshold
+            **queue_counts,
+        },
         "model_ready": bundle is not None,
-        "model_version": getattr(bundle, "version", None),
-        "last_retrain": _jsonable(state.last_success),
+        "model_version": bundle.version if bundle else None,
+        # When the last successful retrain started (its bundle's created_at), as llm-d's
+        # timestamp; the whole row under last_retrain_detail.
+        "last_retrain": rfc3339(last["started_at"]) if last else None,
+        "last_retrain_detail": _jsonable(last),
         "last_retrain_attempt_at": rfc3339(state.last_attempt_at),
         "retrain_failures": {
             "consecutive": state.consecutive_failures,
@@ -83,7 +92,7 @@ def _status_payload(request: Request, counts: dict[str, Any], retrainer: Any) ->
     }
 
 
-async def store_counts(store: Any) -> dict[str, Any]:
+async def store_counts(store: SampleStore) -> dict[str, Any]:
     """The store's counts; 503 naming the failure when the store does not answer."""
     try:
         return await run_in_threadpool(store.counts)
@@ -92,8 +101,14 @@ async def store_counts(store: Any) -> dict[str, Any]:
 
 
 @router.get("/data/status", dependencies=require(Access.EPP))
-async def data_status(request: Request, store: StoreDep, retrainer: RetrainerDep) -> dict[str, Any]:
-    return _status_payload(request, await store_counts(store), retrainer)
+async def data_status(store: StoreDep, retrainer: RetrainerDep,
+                      bundle: PublishedBundle) -> dict[str, Any]:
+    counts = await store_counts(store)
+    try:
+        queue_counts = await run_in_threadpool(store.queue_counts)
+    except SQLAlchemyError as exc:
+        raise HTTPException(503, f"sample store unavailable: {type(exc).__name__}") from exc
+    return _status_payload(bundle, counts, queue_counts, retrainer)
 
 
 @router.get("/retrains", dependencies=require(Access.DASHBOARD))
@@ -128,7 +143,7 @@ async def flush(
     if body.flush_metrics:
         cleared = await run_in_threadpool(store.clear_retrains)
         retrainer.state.last_success = None
-    total = flushed.pop("samples_flushed")
+    flushed.pop("samples_flushed")
     return {
         "success": True,
         "flushed_at": rfc3339(datetime.now(UTC)),
@@ -136,40 +151,44 @@ async def flush(
         **flushed,
         "metrics_cleared": body.flush_metrics,
         "retrains_cleared": cleared,
-        "message": f"Flushed {total} samples.",
+        "message": flush_message(flushed, body),
     }
+
+
+def flush_message(flushed: dict[str, int], body: FlushRequest) -> str:
+    """llm-d's wording, which its tooling matches ("Successfully flushed: ...")."""
+    parts = [
+        f"{flushed[f'ttft_{split}_samples_flushed']} TTFT and "
+        f"{flushed[f'tpot_{split}_samples_flushed']} TPOT {split} samples"
+        for split, wanted in (("training", body.flush_training_data),
+                              ("test", body.flush_test_data)) if wanted
+    ]
+    if body.flush_metrics:
+        parts.append("all metric scores")
+    return f"Successfully flushed: {', '.join(parts)}" if parts else "No data flushed"
 
 
 @router.get("/metrics", dependencies=require(Access.EPP))
 async def metrics(
-    request: Request, settings: SettingsDep, store: StoreDep, retrainer: RetrainerDep,
-    m: MetricsDep,
+    settings: SettingsDep, store: StoreDep, retrainer: RetrainerDep, m: MetricsDep,
+    bundle: PublishedBundle,
 ) -> Response:
     try:
         counts = await run_in_threadpool(store.counts)
     except SQLAlchemyError:
         # Metrics must answer most when something is wrong: keep the last counts, and let
         # the failure show in the retrain and readiness series.
-        counts = getattr(request.app.state, "last_counts", None) or empty_counts()
-    else:
-        request.app.state.last_counts = counts
+        counts = store.last_counts
     for split, label in (("training_data", "train"), ("test_data", "test")):
         for target in TARGETS:
-            m.store_samples.labels(label, target.value).set(counts[split][f"{target.value}_samples"])
-    bundle = request.app.state.bundle
-    importances = {}
-    if bundle is not None:
-        backend = backend_for(bundle.model_type)
-        importances = {
-            t.value: backend.importances(bundle.models[t], bundle.features[t])
-            for t in TARGETS if bundle.has_model(t)
-        }
+            stored = counts[split][f"{target.value}_samples"]
+            m.store_samples.labels(label, target.value).set(stored)
     lines = legacy_lines(
         model_type=(bundle.model_type if bundle else settings.model_type).value,
         objective=(bundle.objective if bundle else settings.objective_type).value,
         quantile=bundle.quantile if bundle else settings.quantile_alpha,
         counts=counts,
         last_ok=retrainer.state.last_success,
-        importances=importances,
+        importances=served_importances(bundle, settings),
     )
     return Response(m.render(lines), media_type="text/plain; version=0.0.4; charset=utf-8")

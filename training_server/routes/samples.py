@@ -11,9 +11,9 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
-from shared.auth import Access, require
-from shared.json_body import JSONBodyRoute
 from shared.schemas import BulkTrainingEnvelope, TrainingEntry
+from shared.web.auth import Access, require
+from shared.web.json_body import JSONBodyRoute
 from training_server.deps import MetricsDep, SettingsDep, StoreDep
 
 # JSONBodyRoute: a bad JSON body (NaN, 1e999, not UTF-8) answers the contract's 422.
@@ -22,7 +22,9 @@ _ENTRY = TypeAdapter(TrainingEntry)
 MAX_ERRORS_RETURNED = 20
 
 
-def validate_entries(rows: list[dict[str, Any]]) -> tuple[list[TrainingEntry], list[dict[str, Any]]]:
+def validate_entries(
+    rows: list[dict[str, Any]],
+) -> tuple[list[TrainingEntry], list[dict[str, Any]]]:
     """Valid entries, and FastAPI-style errors (loc body.entries.i.field) for the rest."""
     valid: list[TrainingEntry] = []
     errors: list[dict[str, Any]] = []

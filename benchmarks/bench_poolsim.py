@@ -1,0 +1,190 @@
+"""The simulated pool: capacity per workload, and the policy comparison table.
+
+    .venv/bin/python -m benchmarks.bench_poolsim capacity [--seconds 120]
+    .venv/bin/python -m benchmarks.bench_poolsim compare [--workloads chat,prefix,mixed,ramp]
+        [--seeds 0,1,2] [--pods 8] [--duration 600] [--policies ...] [--out DIR] [--jobs 1]
+
+`capacity`: one pod (h200) fed each workload's request mix at a rate it cannot keep up
+with; the completions per second it sustains are its saturation throughput (the figure
+poolsim.workloads.RATE_PER_POD was set from). No routing policy is involved.
+
+`compare`: `latency-predictor simulate` per workload and seed (JSON under --out,
+default benchmarks/results/poolsim), then per workload a Markdown table of each policy's
+mean over the seeds (and the min-max of TTFT p90 and SLO attainment across seeds), with
+the wall time per run. Timing figures depend on the machine's load: `uptime` is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from poolsim.engine import Engine
+from poolsim.hardware import H200
+from poolsim.policies import make_policy
+from poolsim.workloads import RATE_PER_POD, WORKLOADS, generate
+
+ROOT = Path(__file__).resolve().parents[1]
+POLICIES = "random,round-robin,least-requests,heuristic,oracle"
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+CAPACITY_CASES = (  # workload, pods' worth of groups, rate multiple, what it stands for
+    ("chat", 1, 4.0, ""),
+    ("mixed", 1, 4.0, ""),
+    ("prefix", 1, 24.0, "its own 12 groups (perfect affinity)"),
+    ("prefix", 8, 8.0, "all 96 groups of 8 pods (no affinity)"),
+)
+
+
+def capacity(seconds: float) -> None:
+    """Saturation throughput of one pod per workload mix: arrivals far above what it can
+    serve for `seconds`, completions counted from second 20 to the end of arrivals."""
+    say(
+        "| workload | offered req/s | sustained req/s (one pod, saturated) | table rate per pod "
+        "| table rate / sustained |"
+    )
+    say("|---|---|---|---|---|")
+    for name, groups_of, multiple, note in CAPACITY_CASES:
+        made = generate(name, groups_of, seconds * multiple / groups_of, 0)
+        squeeze = multiple / groups_of
+        reqs = [replace(r, arrival_s=r.arrival_s / squeeze) for r in made]
+        engine = Engine(reqs, 1, H200, make_policy("round-robin", 0), drain_limit_s=seconds)
+        result = asyncio.run(engine.run())
+        done = [c for c in result.completions if 20.0 <= c.finish_s <= seconds]
+        sustained = len(done) / (seconds - 20.0)
+        label = f"{name}, {note}" if note else name
+        say(
+            f"| {label} | {len(reqs) / seconds:.2f} | {sustained:.2f} | {RATE_PER_POD[name]} "
+            f"| {RATE_PER_POD[name] / sustained:.0%} |"
+        )
+
+
+def _run(workload: str, seed: int, args: argparse.Namespace, out: Path) -> subprocess.Popen[bytes]:
+    target = out / f"{workload}-seed{seed}.json"
+    command = [
+        sys.executable,
+        "-m",
+        "latency_cli",
+        "simulate",
+        "--workload",
+        workload,
+        "--pods",
+        str(args.pods),
+        "--duration",
+        str(args.duration),
+        "--policies",
+        args.policies,
+        "--seed",
+        str(seed),
+        "--json",
+        str(target),
+        "--no-progress",
+    ]
+    if seed == 0:
+        command += ["--plots", str(out / f"{workload}-plots")]
+    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
+
+
+def compare(args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    say(f"uptime: {os.getloadavg()} (1, 5, 15 min load)")
+    jobs = [(w, int(s)) for w in args.workloads.split(",") for s in args.seeds.split(",")]
+    running: list[subprocess.Popen[bytes]] = []
+    for workload, seed in jobs:
+        if not args.table_only:
+            running.append(_run(workload, seed, args, out))
+            if len(running) >= args.jobs:
+                running.pop(0).wait(timeout=3600)
+    for process in running:
+        process.wait(timeout=3600)
+    for workload in args.workloads.split(","):
+        docs = [
+            json.loads((out / f"{workload}-seed{s}.json").read_text())
+            for s in args.seeds.split(",")
+        ]
+        say(
+            f"\n### {workload} ({args.pods} pods, {args.duration:g} s, seeds {args.seeds}; "
+            f"{docs[0]['requests']:,} requests in seed {args.seeds.split(',')[0]})\n"
+        )
+        say(table(docs))
+    say(f"uptime: {os.getloadavg()}")
+
+
+def _mean(docs: list[dict[str, Any]], policy: str, *path: str) -> list[float]:
+    values = []
+    for doc in docs:
+        value: Any = doc["policies"][policy]
+        for key in path:
+            value = value[key]
+        values.append(float(value))
+    return values
+
+
+def table(docs: list[dict[str, Any]]) -> str:
+    lines = [
+        "| policy | TTFT p50 ms | TTFT p90 ms (seeds min-max) | TTFT p99 ms | TPOT p90 ms"
+        " | E2E p90 ms | SLO met (seeds min-max) | req/s | pod share min-max "
+        "| prefix hit | wall s / run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for policy in docs[0]["policies"]:
+        p90 = _mean(docs, policy, "ttft_ms", "p90")
+        slo = _mean(docs, policy, "slo_attainment")
+        shares = [s for d in docs for s in d["policies"][policy]["pod_share"]]
+        hits = [h for d in docs for h in d["policies"][policy]["prefix_hit_rate"] if h is not None]
+        lines.append(
+            f"| {policy} | {statistics.mean(_mean(docs, policy, 'ttft_ms', 'p50')):,.0f} "
+            f"| {statistics.mean(p90):,.0f} ({min(p90):,.0f}-{max(p90):,.0f}) "
+            f"| {statistics.mean(_mean(docs, policy, 'ttft_ms', 'p99')):,.0f} "
+            f"| {statistics.mean(_mean(docs, policy, 'tpot_ms', 'p90')):.1f} "
+            f"| {statistics.mean(_mean(docs, policy, 'e2e_ms', 'p90')):,.0f} "
+            f"| {statistics.mean(slo):.1%} ({min(slo):.1%}-{max(slo):.1%}) "
+            f"| {statistics.mean(_mean(docs, policy, 'throughput_rps')):.1f} "
+            f"| {min(shares):.1%}-{max(shares):.1%} "
+            f"| {statistics.mean(hits) if hits else 0:.0%} "
+            f"| {statistics.mean(_mean(docs, policy, 'wall_s')):.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="mode", required=True)
+    cap = sub.add_parser("capacity")
+    cap.add_argument("--seconds", type=float, default=120.0)
+    cmp_ = sub.add_parser("compare")
+    cmp_.add_argument("--workloads", default=",".join(WORKLOADS))
+    cmp_.add_argument("--seeds", default="0,1,2")
+    cmp_.add_argument("--pods", type=int, default=8)
+    cmp_.add_argument("--duration", type=float, default=600.0)
+    cmp_.add_argument("--policies", default=POLICIES)
+    cmp_.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "poolsim"))
+    cmp_.add_argument("--jobs", type=int, default=1, help="simulations at once")
+    cmp_.add_argument("--table-only", action="store_true", help="tables from existing JSON")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    if args.mode == "capacity":
+        capacity(args.seconds)
+    else:
+        compare(args)
+    say(f"total wall {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""`latency-predictor simulate`: compare routing policies on a simulated pool of pods.
+
+    latency-predictor simulate --workload chat|prefix|mixed|ramp|FILE.jsonl [--pods 8]
+        [--duration 600] [--policies random,round-robin,least-requests,heuristic,oracle]
+        [--seed 0] [--hardware h200|b200] [--json OUT] [--plots DIR] [--speedup 10]
+
+Every policy serves the same requests (the workload's seed). Prints a Markdown table;
+--json writes every figure, --plots the TTFT CDF and per-pod share PNGs (matplotlib).
+Exit 0 on success, 1 when a workload file cannot be used, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from poolsim.hardware import HARDWARE, hardware
+from poolsim.policies import FACTORIES, make_policy
+from poolsim.replay import ReplayError, load_replay
+from poolsim.request import Request
+from poolsim.workloads import WORKLOADS, generate
+
+if TYPE_CHECKING:  # the heavier modules load when the command runs, not with the CLI
+    from poolsim.engine import RunResult
+    from poolsim.metrics import PolicyMetrics
+
+HELP = "simulate a pool of vLLM-like pods and compare routing policies on it"
+DEFAULT_POLICIES = "random,round-robin,least-requests,heuristic,oracle"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workload", required=True, help=f"{', '.join(WORKLOADS)}, or a JSONL file to replay"
+    )
+    parser.add_argument("--pods", type=int, default=8, help="pods in the pool (8)")
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=600.0,
+        help="seconds of arrivals (600; a replay keeps arrivals before it)",
+    )
+    parser.add_argument(
+        "--policies",
+        default=DEFAULT_POLICIES,
+        help=f"comma-separated, of {', '.join(FACTORIES)} ({DEFAULT_POLICIES})",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="workload and policy seed (0)")
+    parser.add_argument("--hardware", default="h200", choices=sorted(HARDWARE))
+    parser.add_argument("--json", metavar="OUT", help="write every figure as JSON")
+    parser.add_argument("--plots", metavar="DIR", help="write ttft_cdf.png and pod_share.png")
+    parser.add_argument(
+        "--speedup",
+        type=float,
+        default=10.0,
+        help="simulated seconds per wall second for policies that use a real "
+        "predictor (10); the others run as fast as the CPU allows",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+class UsageProblem(Exception):
+    pass
+
+
+def _out(text: str) -> None:
+    print(text, flush=True)  # noqa: T201 (command output)
+
+
+def _err(text: str) -> None:
+    print(f"latency-predictor simulate: {text}", file=sys.stderr)  # noqa: T201
+
+
+def _requests(args: argparse.Namespace) -> list[Request]:
+    if args.workload in WORKLOADS:
+        return generate(args.workload, args.pods, args.duration, args.seed)
+    path = Path(args.workload)
+    if not path.is_file():
+        raise UsageProblem(
+            f"--workload: {args.workload!r} is neither a workload "
+            f"({', '.join(WORKLOADS)}) nor a file"
+        )
+    kept = [r for r in load_replay(path) if r.arrival_s < args.duration]
+    if not kept:
+        raise ReplayError(f"{path}: no request arrives before --duration {args.duration:g} s")
+    return kept
+
+
+def _check(args: argparse.Namespace) -> list[str]:
+    names = [name.strip() for name in args.policies.split(",") if name.strip()]
+    unknown = [name for name in names if name not in FACTORIES]
+    if not names or unknown:
+        raise UsageProblem(
+            f"--policies: unknown {', '.join(unknown) or '(none given)'}; "
+            f"known: {', '.join(FACTORIES)}"
+        )
+    if args.pods < 1 or args.duration <= 0 or args.speedup <= 0:
+        raise UsageProblem("--pods, --duration and --speedup must be positive")
+    from poolsim.report import INSTALL_HINT, matplotlib_available
+
+    if args.plots and not matplotlib_available():
+        raise UsageProblem(INSTALL_HINT)
+    return names
+
+
+def _run_one(name: str, requests: list[Request], args: argparse.Namespace) -> RunResult:
+    from poolsim.engine import Engine
+    from poolsim.progress import ProgressBar
+
+    policy = make_policy(name, args.seed, args.speedup)
+    speedup = args.speedup if policy.paced else None
+    last = max(r.arrival_s for r in requests)
+    bar = None if args.no_progress else ProgressBar(name, last)
+    engine = Engine(
+        requests, args.pods, hardware(args.hardware), policy, speedup=speedup, progress=bar
+    )
+    result = asyncio.run(engine.run())
+    if bar is not None:
+        bar.close(min(result.sim_end_s, last))
+    return result
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        names = _check(args)
+        requests = _requests(args)
+    except UsageProblem as exc:
+        _err(str(exc))
+        return 2
+    except (ReplayError, OSError, ValueError) as exc:
+        _err(str(exc))
+        return 1
+    _out(
+        f"workload {args.workload}: {len(requests)} requests over {args.duration:g} s, "
+        f"{args.pods} pods ({args.hardware}), seed {args.seed}; policies without a real "
+        f"predictor run as fast as possible, those with one at x{args.speedup:g} "
+        f"(the predictor's retrain interval divided by it)"
+    )
+    started = time.perf_counter()
+    try:
+        results, ttfts, paced = _run_all(names, requests, args)
+    except ValueError as exc:
+        _err(str(exc))
+        return 1
+    _report(args, len(requests), results, ttfts, paced, time.perf_counter() - started)
+    return 0
+
+
+def _run_all(
+    names: list[str], requests: list[Request], args: argparse.Namespace
+) -> tuple[dict[str, PolicyMetrics], dict[str, list[float]], list[str]]:
+    from poolsim.metrics import summarize
+
+    results: dict[str, PolicyMetrics] = {}
+    ttfts: dict[str, list[float]] = {}
+    paced: list[str] = []
+    for name in names:
+        result = _run_one(name, requests, args)
+        results[name] = summarize(result)
+        ttfts[name] = [c.ttft_ms for c in result.completions]
+        pace = "as fast as possible" if result.speedup is None else f"paced x{result.speedup:g}"
+        if result.speedup is not None:
+            paced.append(name)
+        _out(
+            f"{name}: {result.sim_end_s:.0f} s simulated in {result.wall_s:.1f} s wall "
+            f"(x{result.sim_end_s / max(result.wall_s, 1e-9):.0f}, {pace})"
+        )
+    return results, ttfts, paced
+
+
+def _report(
+    args: argparse.Namespace,
+    requests: int,
+    results: dict[str, PolicyMetrics],
+    ttfts: dict[str, list[float]],
+    paced: list[str],
+    wall: float,
+) -> None:
+    from poolsim.report import markdown_table, write_plots
+
+    _out(markdown_table(results))
+    if args.plots:
+        for path in write_plots(ttfts, results, Path(args.plots), str(args.workload)):
+            _out(f"plot: {path}")
+    if args.json:
+        _write_json(Path(args.json), args, requests, results, wall, paced)
+        _out(f"json: {args.json}")
+
+
+def _write_json(
+    path: Path,
+    args: argparse.Namespace,
+    requests: int,
+    results: dict[str, PolicyMetrics],
+    wall: float,
+    paced: list[str],
+) -> None:
+    document: dict[str, Any] = {
+        "workload": args.workload,
+        "pods": args.pods,
+        "duration_s": args.duration,
+        "seed": args.seed,
+        "hardware": args.hardware,
+        "requests": requests,
+        "speedup": args.speedup,
+        "paced_policies": paced,
+        "wall_s": wall,
+        "policies": results,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_suffix(path.suffix + ".tmp")
+    temp.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    temp.replace(path)

@@ -1,0 +1,204 @@
+"""The event loop: arrivals, pod steps, completions; deterministic for a given input.
+
+Events are request arrivals (routed by the policy on the pods' features at that instant)
+and step ends (one pending per busy pod, ties broken by pod index). Nothing random happens
+here: the workload's seed fixes the requests and the policy's seed its choices, so a run
+is a pure function of both. With `speedup` set, simulated time is paced against wall time
+(simulated seconds per wall second; a policy that asks a real predictor needs it), else
+the run goes as fast as the CPU allows.
+"""
+
+from __future__ import annotations
+
+import heapq
+import inspect
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from poolsim.hardware import Hardware
+from poolsim.pod import Pod
+from poolsim.policy_api import Observation, PodFeatures, Policy, RequestInfo
+from poolsim.request import Completion, Request
+from poolsim.sequence import Seq
+
+Progress = Callable[[float], None]  # called with simulated seconds done, a few times a second
+
+
+@dataclass(slots=True)
+class RunResult:
+    policy: str
+    pods: list[Pod]
+    completions: list[Completion]
+    unfinished: list[Request]
+    sim_end_s: float
+    wall_s: float
+    speedup: float | None
+    policy_summary: dict[str, float] = field(default_factory=dict)
+    seqs: list[Seq] = field(default_factory=list)  # finished, with their token accounting
+
+
+class Engine:
+    def __init__(
+        self,
+        requests: Sequence[Request],
+        pods: int,
+        hw: Hardware,
+        policy: Policy,
+        *,
+        speedup: float | None = None,
+        drain_limit_s: float | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        if pods < 1:
+            raise ValueError("pods must be at least 1")
+        if speedup is not None and speedup <= 0:
+            raise ValueError("speedup must be positive")
+        for request in requests:
+            _check_fits(request, hw)
+        self.requests = sorted(requests, key=lambda r: (r.arrival_s, r.id))
+        self.pods = [Pod(index, hw) for index in range(pods)]
+        self.hw, self.policy, self.speedup, self.progress = hw, policy, speedup, progress
+        last = self.requests[-1].arrival_s if self.requests else 0.0
+        self.limit_s = drain_limit_s if drain_limit_s is not None else 3 * last + 600.0
+        self._events: list[tuple[float, int]] = []
+        self._features: dict[int, PodFeatures] = {}
+        self.completions: list[Completion] = []
+        self.finished: list[Seq] = []
+        self._wall0 = 0.0
+
+    async def run(self) -> RunResult:
+        self.policy.attach(self.pods, {r.id: r for r in self.requests})
+        await self.policy.start(self.speedup)
+        self._wall0 = time.perf_counter()
+        next_report = 0.0
+        now = 0.0
+        try:
+            index = 0
+            while index < len(self.requests) or self._events:
+                arrival = self.requests[index].arrival_s if index < len(self.requests) else None
+                if self._events and (arrival is None or self._events[0][0] <= arrival):
+                    now, pod = heapq.heappop(self._events)
+                    if now > self.limit_s:
+                        break
+                    await self._pace(now)
+                    await self._step_end(self.pods[pod], now)
+                else:
+                    assert arrival is not None
+                    now = arrival
+                    await self._pace(now)
+                    await self._arrive(self.requests[index], now)
+                    index += 1
+                if self.progress is not None and time.perf_counter() >= next_report:
+                    self.progress(now)
+                    next_report = time.perf_counter() + 0.2
+        finally:
+            await self.policy.close()
+        return self._result(now)
+
+    async def _pace(self, now: float) -> None:
+        if self.speedup is None:
+            return
+        ahead = now / self.speedup - (time.perf_counter() - self._wall0)
+        if ahead > 0:
+            import asyncio
+
+            await asyncio.sleep(ahead)
+
+    async def _arrive(self, request: Request, now: float) -> None:
+        features = [pod.features(request) for pod in self.pods]
+        info = RequestInfo(
+            request.id,
+            request.arrival_s,
+            request.input_tokens,
+            request.slo_ttft_ms,
+            request.slo_tpot_ms,
+        )
+        choice = self.policy.choose(info, features, now)
+        if inspect.isawaitable(choice):
+            choice = await choice
+        if not isinstance(choice, int) or not 0 <= choice < len(self.pods):
+            raise ValueError(f"policy {self.policy.name} chose pod {choice!r} of {len(self.pods)}")
+        self._features[request.id] = features[choice]
+        pod = self.pods[choice]
+        pod.submit(request, now)
+        if pod.step_end_s is None:
+            self._schedule(pod, now)
+
+    def _schedule(self, pod: Pod, now: float) -> None:
+        end = pod.start_step(now)
+        if end is not None:
+            heapq.heappush(self._events, (end, pod.index))
+
+    async def _step_end(self, pod: Pod, now: float) -> None:
+        _, finished = pod.finish_step(now)
+        for seq in finished:
+            done = self._completion(seq, pod.index)
+            self.completions.append(done)
+            self.finished.append(seq)
+            seen = self.policy.observe(Observation(done, self._features.pop(seq.request.id)))
+            if inspect.isawaitable(seen):
+                await seen
+        self._schedule(pod, now)
+
+    def _completion(self, seq: Seq, pod: int) -> Completion:
+        request = seq.request
+        first, finish = seq.first_token_s, seq.finish_s
+        assert first is not None and finish is not None
+        overhead = self.hw.overhead_ms
+        tpot = (
+            (finish - first) * 1000.0 / (request.output_tokens - 1)
+            if request.output_tokens > 1
+            else None
+        )
+        return Completion(
+            request=request,
+            pod=pod,
+            dispatch_s=seq.dispatch_s,
+            first_token_s=first,
+            finish_s=finish,
+            ttft_ms=(first - request.arrival_s) * 1000.0 + overhead,
+            tpot_ms=tpot,
+            e2e_ms=(finish - request.arrival_s) * 1000.0 + overhead,
+            prefix_hit_tokens=seq.first_hit_tokens,
+            preemptions=seq.preemptions,
+        )
+
+    def _result(self, now: float) -> RunResult:
+        done = {c.request.id for c in self.completions}
+        return RunResult(
+            policy=self.policy.name,
+            pods=self.pods,
+            completions=self.completions,
+            unfinished=[r for r in self.requests if r.id not in done],
+            sim_end_s=now,
+            wall_s=time.perf_counter() - self._wall0,
+            speedup=self.speedup,
+            policy_summary=self.policy.summary(),
+            seqs=self.finished,
+        )
+
+
+def _check_fits(request: Request, hw: Hardware) -> None:
+    if request.input_tokens < 1 or request.output_tokens < 1:
+        raise ValueError(f"request {request.id}: input and output tokens must be >= 1")
+    total = request.input_tokens + request.output_tokens
+    if total > hw.max_model_len:
+        raise ValueError(
+            f"request {request.id}: {total} tokens exceed max_model_len "
+            f"{hw.max_model_len} of {hw.name}"
+        )
+
+
+def simulate(
+    requests: Sequence[Request],
+    pods: int,
+    hw: Hardware,
+    policy: Policy,
+    **options: float | Progress | None,
+) -> RunResult:
+    """Run one simulation to completion (asyncio.run around Engine.run)."""
+    import asyncio
+
+    engine = Engine(requests, pods, hw, policy, **options)  # type: ignore[arg-type]
+    return asyncio.run(engine.run())

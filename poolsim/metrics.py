@@ -1,0 +1,91 @@
+"""Per-policy figures of one run: latency percentiles, SLO attainment, throughput, and how
+the pool shared the work."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypedDict
+
+import numpy as np
+
+from poolsim.engine import RunResult
+
+
+class Percentiles(TypedDict):
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+
+class PolicyMetrics(TypedDict):
+    requests: int
+    completed: int
+    unfinished: int
+    ttft_ms: Percentiles
+    tpot_ms: Percentiles
+    e2e_ms: Percentiles
+    slo_attainment: float | None
+    throughput_rps: float
+    output_tokens_per_s: float
+    pod_share: list[float]
+    prefix_hit_rate: list[float | None]
+    preemptions: int
+    recompute_tokens: int
+    wall_s: float
+    sim_s: float
+    policy: dict[str, float]
+
+
+def percentiles(values: Sequence[float]) -> Percentiles:
+    if not values:
+        return {"p50": None, "p90": None, "p99": None}
+    p50, p90, p99 = (float(v) for v in np.percentile(np.asarray(values), [50, 90, 99]))
+    return {"p50": p50, "p90": p90, "p99": p99}
+
+
+def slo_attainment(result: RunResult) -> float | None:
+    """Share of requests with an SLO that met every SLO they carry (unfinished: missed)."""
+
+    def has_slo(slo_ttft: float | None, slo_tpot: float | None) -> bool:
+        return slo_ttft is not None or slo_tpot is not None
+
+    judged = [
+        c for c in result.completions if has_slo(c.request.slo_ttft_ms, c.request.slo_tpot_ms)
+    ]
+    missed = [r for r in result.unfinished if has_slo(r.slo_ttft_ms, r.slo_tpot_ms)]
+    total = len(judged) + len(missed)
+    return sum(c.slo_met for c in judged) / total if total else None
+
+
+def hit_rates(result: RunResult) -> list[float | None]:
+    """Per pod: prompt tokens found in its prefix cache / prompt tokens it served."""
+    hits = [0] * len(result.pods)
+    tokens = [0] * len(result.pods)
+    for done in result.completions:
+        hits[done.pod] += done.prefix_hit_tokens
+        tokens[done.pod] += done.request.input_tokens
+    return [h / t if t else None for h, t in zip(hits, tokens, strict=True)]
+
+
+def summarize(result: RunResult) -> PolicyMetrics:
+    done = result.completions
+    routed = [pod.requests_in for pod in result.pods]
+    end = max((c.finish_s for c in done), default=0.0)
+    return {
+        "requests": len(done) + len(result.unfinished),
+        "completed": len(done),
+        "unfinished": len(result.unfinished),
+        "ttft_ms": percentiles([c.ttft_ms for c in done]),
+        "tpot_ms": percentiles([c.tpot_ms for c in done if c.tpot_ms is not None]),
+        "e2e_ms": percentiles([c.e2e_ms for c in done]),
+        "slo_attainment": slo_attainment(result),
+        "throughput_rps": len(done) / end if end else 0.0,
+        "output_tokens_per_s": sum(c.request.output_tokens for c in done) / end if end else 0.0,
+        "pod_share": [n / max(sum(routed), 1) for n in routed],
+        "prefix_hit_rate": hit_rates(result),
+        "preemptions": sum(pod.preemptions for pod in result.pods),
+        "recompute_tokens": sum(pod.recompute_tokens for pod in result.pods),
+        "wall_s": result.wall_s,
+        "sim_s": result.sim_end_s,
+        "policy": result.policy_summary,
+    }

@@ -1,0 +1,229 @@
+"""One vLLM-like pod: continuous batching with chunked prefill, KV blocks, preemption.
+
+Each step the scheduler (vLLM v1's order) first serves running sequences in admission
+order: one token per decoding sequence, a chunk of the remaining prompt per prefilling
+one, within `max_batched_tokens`. A sequence whose new tokens need a block that is not
+free preempts the newest running sequence (its KV is dropped and recomputed later; it
+goes back to the head of the queue), or itself if it is the newest. If nothing was
+preempted, waiting requests are admitted first come first served while the token budget,
+`max_num_seqs` and free blocks allow; an admission first takes the prompt's leading
+shared blocks from the prefix cache. A step that completes a prompt emits its first
+token; each decode step emits one more. Step durations come from `Hardware.step_ms`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from poolsim.blocks import BlockPool, CountingPool, Pool
+from poolsim.hardware import Hardware
+from poolsim.policy_api import PodFeatures
+from poolsim.request import Request
+from poolsim.sequence import Seq
+
+
+class Pod:
+    def __init__(self, index: int, hw: Hardware, pool: Pool | None = None) -> None:
+        self.index = index
+        self.hw = hw
+        self.pool: Pool = pool or BlockPool(hw.kv_blocks, hw.block_size)
+        self.waiting: deque[Seq] = deque()
+        self.running: list[Seq] = []
+        self.step_end_s: float | None = None  # None when idle
+        self._decodes: list[Seq] = []  # this step's decoding sequences (one token each)
+        self._chunks: list[tuple[Seq, int]] = []  # this step's prompt chunks
+        self.prefill_pending_tokens = 0  # prompt tokens of requests without a first token
+        self.steps = 0
+        self.prefill_tokens = 0
+        self.decode_tokens = 0
+        self.recompute_tokens = 0
+        self.preemptions = 0
+        self.requests_in = 0  # requests routed here
+
+    # ---- what a picker sees
+    def in_flight(self) -> int:
+        return len(self.running) + len(self.waiting)
+
+    def kv_usage(self) -> float:
+        return 1.0 - self.pool.free_blocks() / self.pool.total
+
+    def prefix_score(self, request: Request) -> float:
+        prompt_blocks = -(-request.input_tokens // self.hw.block_size)
+        return self.pool.match(request)[0] / prompt_blocks if prompt_blocks else 0.0
+
+    def admitted_prefill_left(self) -> int:
+        """Prompt tokens that admitted (running) sequences still have to prefill after the
+        step in flight: work that runs before anything still queued."""
+        scheduled = {id(seq): new for seq, new in self._chunks}
+        return sum(
+            seq.target - seq.computed - scheduled.get(id(seq), 0)
+            for seq in self.running
+            if seq.computed < seq.target
+        )
+
+    # ---- requests in
+    def submit(self, request: Request, now_s: float) -> Seq:
+        seq = Seq(request, now_s, target=request.input_tokens)
+        self.waiting.append(seq)
+        self.prefill_pending_tokens += request.input_tokens
+        self.requests_in += 1
+        return seq
+
+    # ---- steps
+    def start_step(self, now_s: float) -> float | None:
+        """Schedule one step at now_s; returns its end time, or None with nothing to do."""
+        budget, preempted = self._schedule_running(self.hw.max_batched_tokens)
+        if not preempted:
+            self._admit_waiting(budget)
+        if not self._decodes and not self._chunks:
+            self.step_end_s = None
+            return None
+        self.steps += 1
+        self.step_end_s = now_s + self._step_ms() / 1000.0
+        return self.step_end_s
+
+    def _step_ms(self) -> float:
+        tokens = len(self._decodes)
+        decode_kv = sum(seq.computed for seq in self._decodes)
+        attention = 0.0
+        for seq, new in self._chunks:
+            tokens += new
+            attention += new * (seq.computed + new / 2)
+        return self.hw.step_ms(tokens, decode_kv, attention)
+
+    def _blocks_for(self, tokens: int) -> int:
+        return -(-tokens // self.hw.block_size)
+
+    def _schedule_running(self, budget: int) -> tuple[int, bool]:
+        """Decodes (one token each) and prompt chunks of the running sequences, in order;
+        a sequence short of a block preempts the newest ones (or itself)."""
+        decodes: list[Seq] = []
+        chunks: list[tuple[Seq, int]] = []
+        self._decodes, self._chunks = decodes, chunks
+        running, block, pool = self.running, self.hw.block_size, self.pool
+        preempted = False
+        index = 0
+        while index < len(running) and budget > 0:
+            seq = running[index]
+            computed = seq.computed
+            if computed < seq.target:
+                new = min(seq.target - computed, budget)
+                need = -(-(computed + new) // block) - seq.blocks_held
+            else:  # decoding: a new block only when the last one is full
+                new = 1
+                need = 1 if computed % block == 0 else 0
+            while need > 0 and not pool.allocate(seq, need):
+                victim = running.pop()  # the newest: it is never already in the batch
+                self._preempt(victim)
+                preempted = True
+                if victim is seq:
+                    return budget, True
+            if computed < seq.target:
+                chunks.append((seq, new))
+            else:
+                decodes.append(seq)
+            budget -= new
+            index += 1
+        return budget, preempted
+
+    def _preempt(self, seq: Seq) -> None:
+        self.pool.release(seq)
+        seq.discarded += seq.computed
+        self.recompute_tokens += seq.computed
+        seq.computed = 0
+        seq.target = seq.request.input_tokens + seq.generated
+        seq.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(seq)
+
+    def _admit_waiting(self, budget: int) -> None:
+        block = self.hw.block_size
+        while self.waiting and budget > 0 and len(self.running) < self.hw.max_num_seqs:
+            seq = self.waiting[0]
+            matched, evictable = self.pool.match(seq.request)
+            cached = min(matched * block, seq.target - 1)
+            new = min(seq.target - cached, budget)
+            need = self._blocks_for(cached + new) - matched
+            if need + evictable > self.pool.free_blocks():
+                return  # the head of the queue waits for memory; nothing overtakes it
+            self.pool.acquire_matched(seq, matched, evictable)
+            self.pool.allocate(seq, need)
+            self.waiting.popleft()
+            seq.computed = cached
+            seq.prefill_cached += cached
+            if seq.admissions == 0:
+                seq.first_hit_tokens = cached
+            seq.admissions += 1
+            self.running.append(seq)
+            self._chunks.append((seq, new))
+            budget -= new
+
+    def finish_step(self, now_s: float) -> tuple[list[Seq], list[Seq]]:
+        """Apply the step that ends at now_s: (sequences that got their first token,
+        sequences that finished)."""
+        first: list[Seq] = []
+        finished: list[Seq] = []
+        emitted: list[Seq] = []
+        for seq, new in self._chunks:
+            seq.computed += new
+            seq.prefill_computed += new
+            self.prefill_tokens += new
+            if seq.computed == seq.target:
+                emitted.append(seq)
+        self.decode_tokens += len(self._decodes)
+        for seq in self._decodes:
+            seq.computed += 1
+            seq.decoded += 1
+            seq.generated += 1
+            if seq.generated == seq.request.output_tokens:
+                finished.append(seq)
+        for seq in emitted:  # a completed prompt emits a token too
+            seq.generated += 1
+            if seq.first_token_s is None:
+                seq.first_token_s = now_s
+                self.prefill_pending_tokens -= seq.request.input_tokens
+                first.append(seq)
+            if seq.generated == seq.request.output_tokens:
+                finished.append(seq)
+        for seq in finished:
+            seq.finish_s = now_s
+            self.pool.release(seq)
+        if finished:
+            self.running = [seq for seq in self.running if seq.finish_s is None]
+        self._decodes, self._chunks = [], []
+        self.step_end_s = None
+        return first, finished
+
+    # ---- look-ahead (the oracle)
+    def lookahead_clone(self) -> Pod:
+        """A copy that can be stepped without touching this pod (block counts only)."""
+        real = self.pool if isinstance(self.pool, BlockPool) else None
+        if real is None:
+            raise TypeError("only a pod on a real BlockPool can be cloned")
+        groups: dict[int, int] = {}
+        for seq in self.running:
+            group = seq.request.prefix_group
+            if group is not None and seq.shared_keys:
+                groups[group] = groups.get(group, 0) + 1
+        clone = Pod(self.index, self.hw, CountingPool(real, groups))
+        copies = {id(seq): seq.lookahead_copy() for seq in (*self.running, *self.waiting)}
+        clone.running = [copies[id(seq)] for seq in self.running]
+        clone.waiting = deque(copies[id(seq)] for seq in self.waiting)
+        clone._decodes = [copies[id(seq)] for seq in self._decodes]
+        clone._chunks = [(copies[id(seq)], new) for seq, new in self._chunks]
+        clone.step_end_s = self.step_end_s
+        clone.prefill_pending_tokens = self.prefill_pending_tokens
+        return clone
+
+    def features(self, request: Request) -> PodFeatures:
+        """The row the EPP would send for this pod when scheduling `request`."""
+        return PodFeatures(
+            kv_cache_percentage=self.kv_usage(),
+            input_token_length=request.input_tokens,
+            num_request_waiting=len(self.waiting),
+            num_request_running=self.in_flight(),
+            num_tokens_generated=1,
+            prefill_tokens_in_flight=self.prefill_pending_tokens,
+            decode_tokens_in_flight=0,
+            prefix_cache_score=self.prefix_score(request),
+        )

@@ -1,0 +1,111 @@
+"""Routing policies without a predictor: random, round-robin, least-requests, heuristic.
+
+- `random`: a pod uniformly at random (seeded).
+- `round-robin`: pods in turn.
+- `least-requests`: fewest requests in flight (running + waiting); ties at random.
+- `heuristic`: llm-d's default scoring profile: 3 x prefix-cache score (matched prefix
+  blocks / prompt blocks) + 2 x KV-cache utilisation score (1 - usage) + 2 x queue score
+  (waiting requests min-max normalised over the pods: 1 for the shortest queue, 0 for
+  the longest, 1 for all when equal); the highest total wins, ties at random. Unlike
+  llm-d's approximate prefix scorer (an index of where it routed), it reads each pod's
+  true cache, which can only help it.
+
+`make_policy(name, seed)` builds any of them and `oracle` (poolsim.oracle).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+from poolsim.policy_api import BasePolicy, PodFeatures, Policy, PolicyOptions, RequestInfo
+
+WEIGHTS = (3.0, 2.0, 2.0)  # prefix, KV usage, queue: llm-d's default profile
+
+
+def _argmax_random(scores: Sequence[float], rng: random.Random) -> int:
+    best = max(scores)
+    ties = [index for index, score in enumerate(scores) if score >= best - 1e-12]
+    return ties[0] if len(ties) == 1 else rng.choice(ties)
+
+
+class RandomPolicy(BasePolicy):
+    name = "random"
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def choose(self, request: RequestInfo, pods: Sequence[PodFeatures], now_s: float) -> int:
+        return self.rng.randrange(len(pods))
+
+
+class RoundRobinPolicy(BasePolicy):
+    name = "round-robin"
+
+    def __init__(self, seed: int) -> None:
+        self.next = 0
+
+    def choose(self, request: RequestInfo, pods: Sequence[PodFeatures], now_s: float) -> int:
+        choice = self.next % len(pods)
+        self.next = choice + 1
+        return choice
+
+
+class LeastRequestsPolicy(BasePolicy):
+    name = "least-requests"
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def choose(self, request: RequestInfo, pods: Sequence[PodFeatures], now_s: float) -> int:
+        return _argmax_random([-pod.num_request_running for pod in pods], self.rng)
+
+
+def heuristic_scores(pods: Sequence[PodFeatures]) -> list[float]:
+    """llm-d's default profile total per pod (see the module docstring)."""
+    queues = [pod.num_request_waiting for pod in pods]
+    low, high = min(queues), max(queues)
+    prefix_w, kv_w, queue_w = WEIGHTS
+    scores = []
+    for pod, queue in zip(pods, queues, strict=True):
+        queue_score = 1.0 if high == low else (high - queue) / (high - low)
+        scores.append(
+            prefix_w * pod.prefix_cache_score
+            + kv_w * (1.0 - pod.kv_cache_percentage)
+            + queue_w * queue_score
+        )
+    return scores
+
+
+class HeuristicPolicy(BasePolicy):
+    name = "heuristic"
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def choose(self, request: RequestInfo, pods: Sequence[PodFeatures], now_s: float) -> int:
+        return _argmax_random(heuristic_scores(pods), self.rng)
+
+
+def _oracle(options: PolicyOptions) -> Policy:
+    from poolsim.oracle import OraclePolicy
+
+    return OraclePolicy(options.seed)
+
+
+# name -> factory; a policy with a real predictor registers here the same way
+FACTORIES: dict[str, Callable[[PolicyOptions], Policy]] = {
+    "random": lambda options: RandomPolicy(options.seed),
+    "round-robin": lambda options: RoundRobinPolicy(options.seed),
+    "least-requests": lambda options: LeastRequestsPolicy(options.seed),
+    "heuristic": lambda options: HeuristicPolicy(options.seed),
+    "oracle": _oracle,
+}
+
+
+def make_policy(name: str, seed: int, speedup: float = 10.0) -> Policy:
+    try:
+        factory = FACTORIES[name]
+    except KeyError:
+        raise ValueError(f"unknown policy {name!r}; known: {', '.join(FACTORIES)}") from None
+    return factory(PolicyOptions(seed=seed, speedup=speedup))

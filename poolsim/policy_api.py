@@ -1,0 +1,128 @@
+"""The interface between the simulator and a routing policy.
+
+Per request the engine calls `choose(request, pods, now_s)` with one `PodFeatures` per pod:
+exactly the prediction row llm-d's endpoint picker sends for that pod (spec/picker.md 1),
+and takes the returned pod index. The call may return an awaitable (a policy that asks a
+prediction server over HTTP); the engine awaits it, with simulated time paused. After each
+request completes, `observe(completion)` gets its actual TTFT/TPOT with the features it was
+routed on, from which the training rows the EPP sends back are built (`training_rows`).
+`paced` policies run at the command's `--speedup` (simulated seconds per wall second; the
+predictor's retrain interval is to be scaled by it); the others as fast as the CPU allows.
+`start`/`close` bracket a run (servers, HTTP clients); `summary` adds figures of the
+policy's own (e.g. coverage of served p90s) to the report. Only the oracle reads the
+simulator's internals, through `attach`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from poolsim.request import Completion, Request
+
+if TYPE_CHECKING:
+    from poolsim.pod import Pod
+
+
+@dataclass(frozen=True, slots=True)
+class PodFeatures:
+    """One pod's prediction row, as the EPP builds it when this request is scheduled."""
+
+    kv_cache_percentage: float  # the pod's KV-cache usage, 0..1
+    input_token_length: int  # this request's prompt
+    num_request_waiting: int  # the pod's queue
+    num_request_running: int  # the picker's requests in flight to the pod (queued included)
+    num_tokens_generated: int  # 1 at prediction time
+    prefill_tokens_in_flight: int  # prompt tokens of in-flight requests without a first token
+    decode_tokens_in_flight: int  # 0 at prediction time
+    prefix_cache_score: float  # matched prefix blocks / prompt blocks on this pod
+
+    def row(self) -> dict[str, float | int | str]:
+        """The JSON row for /predict/bulk/strict (pod_type "": monolithic pods)."""
+        return {**asdict(self), "pod_type": ""}
+
+
+@dataclass(frozen=True, slots=True)
+class RequestInfo:
+    """What a picker knows of a request: no output length, no prefix group (it sees the
+    prompt, which shows through each pod's prefix_cache_score)."""
+
+    id: int
+    arrival_s: float
+    input_tokens: int
+    slo_ttft_ms: float | None
+    slo_tpot_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """A completed request, with the features of the pod it was routed to at dispatch."""
+
+    completion: Completion
+    features: PodFeatures
+
+    def training_rows(self) -> list[dict[str, float | int | str]]:
+        """The rows the EPP sends back (spec/picker.md 7): one measuring TTFT, and one
+        measuring TPOT when more than one token was generated."""
+        done = self.completion
+        base = self.features.row()
+        rows: list[dict[str, float | int | str]] = [
+            {**base, "actual_ttft_ms": done.ttft_ms, "actual_tpot_ms": 0.0}
+        ]
+        if done.tpot_ms is not None:
+            rows.append(
+                {
+                    **base,
+                    "num_tokens_generated": done.request.output_tokens,
+                    "actual_ttft_ms": 0.0,
+                    "actual_tpot_ms": done.tpot_ms,
+                }
+            )
+        return rows
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyOptions:
+    """What the command hands a policy factory (poolsim.policies.FACTORIES). A policy with
+    a real predictor adds its settings here (e.g. the servers' URLs) and reads `speedup`
+    to scale the predictor's retrain interval."""
+
+    seed: int
+    speedup: float = 10.0
+
+
+class Policy(Protocol):
+    name: str
+    paced: bool  # True: needs simulated time paced against wall time (a real predictor)
+
+    def attach(self, pods: Sequence[Pod], requests: Mapping[int, Request]) -> None: ...
+    async def start(self, speedup: float | None) -> None: ...
+    def choose(
+        self, request: RequestInfo, pods: Sequence[PodFeatures], now_s: float
+    ) -> int | Awaitable[int]: ...
+    def observe(self, observation: Observation) -> Awaitable[None] | None: ...
+    async def close(self) -> None: ...
+    def summary(self) -> dict[str, float]: ...
+
+
+class BasePolicy:
+    """No-op lifecycle; subclasses implement `choose`."""
+
+    name = "base"
+    paced = False
+
+    def attach(self, pods: Sequence[Pod], requests: Mapping[int, Request]) -> None:
+        return None
+
+    async def start(self, speedup: float | None) -> None:
+        return None
+
+    def observe(self, observation: Observation) -> Awaitable[None] | None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    def summary(self) -> dict[str, float]:
+        return {}

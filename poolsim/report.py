@@ -1,0 +1,116 @@
+"""The comparison as a Markdown table and PNG plots (matplotlib, the `sim` extra)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from poolsim.metrics import Percentiles, PolicyMetrics
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+INSTALL_HINT = (
+    "--plots needs matplotlib: pip install 'latency-predictor[sim]' "
+    "(or pip install 'matplotlib>=3.8')"
+)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+
+
+def _triple(p: Percentiles) -> str:
+    return " / ".join(_ms(p[key]) for key in ("p50", "p90", "p99"))
+
+
+def _span(values: Sequence[float | None]) -> str:
+    known = [v for v in values if v is not None]
+    return f"{min(known):.0%}-{max(known):.0%}" if known else "-"
+
+
+def markdown_table(results: Mapping[str, PolicyMetrics]) -> str:
+    lines = [
+        "| policy | TTFT p50 / p90 / p99 ms | TPOT p50 / p90 / p99 ms | E2E p50 / p90 / p99 ms"
+        " | SLO met | req/s | pod share (min-max) | prefix hit (min-max) | unfinished |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, m in results.items():
+        slo = "-" if m["slo_attainment"] is None else f"{m['slo_attainment']:.1%}"
+        lines.append(
+            f"| {name} | {_triple(m['ttft_ms'])} | {_triple(m['tpot_ms'])} "
+            f"| {_triple(m['e2e_ms'])} | {slo} | {m['throughput_rps']:.2f} "
+            f"| {_span(m['pod_share'])} | {_span(m['prefix_hit_rate'])} | {m['unfinished']} |"
+        )
+    return "\n".join(lines)
+
+
+def matplotlib_available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def write_plots(
+    ttfts: Mapping[str, Sequence[float]],
+    results: Mapping[str, PolicyMetrics],
+    folder: Path,
+    title: str,
+) -> list[Path]:
+    """ttft_cdf.png (TTFT CDF per policy) and pod_share.png (requests per pod)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise RuntimeError(INSTALL_HINT) from None
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / "ttft_cdf.png", folder / "pod_share.png"]
+    for path, draw in zip(paths, (_ttft_cdf, _pod_share), strict=True):
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        draw(ax, ttfts, results, title)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+    return paths
+
+
+def _ttft_cdf(
+    ax: Axes,
+    ttfts: Mapping[str, Sequence[float]],
+    results: Mapping[str, PolicyMetrics],
+    title: str,
+) -> None:
+    for name, values in ttfts.items():
+        ordered = sorted(values)
+        if ordered:
+            ax.plot(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], label=name)
+    ax.set_xscale("log")
+    ax.set_xlabel("TTFT (ms, log scale)")
+    ax.set_ylabel("share of requests")
+    ax.set_title(f"TTFT CDF: {title}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+
+
+def _pod_share(
+    ax: Axes,
+    ttfts: Mapping[str, Sequence[float]],
+    results: Mapping[str, PolicyMetrics],
+    title: str,
+) -> None:
+    width = 0.8 / max(len(results), 1)
+    pods = 0
+    for offset, (name, m) in enumerate(results.items()):
+        pods = len(m["pod_share"])
+        xs = [pod + (offset - (len(results) - 1) / 2) * width for pod in range(pods)]
+        ax.bar(xs, m["pod_share"], width=width, label=name)
+    ax.set_xticks(range(pods))
+    ax.set_xlabel("pod")
+    ax.set_ylabel("share of requests")
+    ax.set_title(f"Requests per pod: {title}")
+    ax.legend()

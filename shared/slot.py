@@ -1,0 +1,52 @@
+"""BundleSlot: the one owner of the bundle a server answers with.
+
+Writers (the retrainer, the live calibration, a bundle import, the prediction server's
+watcher) publish under a lock; readers take `serving` without one. A publish is a single
+reference assignment, so a request that took the old bundle finishes with it and none sees
+TTFT from one bundle and TPOT from another. The live calibration factors are kept here too
+and applied to every bundle published, so no writer can publish a bundle without them.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from shared.predictor import LoadedBundle
+from shared.targets import Target
+
+
+class BundleSlot:
+    def __init__(self, prior: LoadedBundle, published: LoadedBundle | None = None):
+        """`prior` answers until a trained bundle is published (the documented cold start)."""
+        self._serving = published or prior
+        self._live: dict[Target, float] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def serving(self) -> LoadedBundle:
+        """What predictions come from now: the published bundle, or the prior."""
+        return self._serving
+
+    @property
+    def published(self) -> LoadedBundle | None:
+        """The trained bundle served, None while the cold-start prior answers."""
+        serving = self._serving
+        return None if serving.is_prior else serving
+
+    def publish(self, bundle: LoadedBundle,
+                live: dict[Target, float] | None = None) -> LoadedBundle:
+        """Serve `bundle` with the live factors (`live`, or the ones already set); returns
+        the bundle served before."""
+        with self._lock:
+            if live is not None:
+                self._live = dict(live)
+            previous, self._serving = self._serving, bundle.with_live(self._live)
+            return previous
+
+    def set_live(self, live: dict[Target, float]) -> LoadedBundle:
+        """New live factors for the bundle served and every later one; returns the bundle
+        served before."""
+        with self._lock:
+            self._live = dict(live)
+            previous, self._serving = self._serving, self._serving.with_live(self._live)
+            return previous
