@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+from pydantic import BaseModel
 
 from benchmarks.llmd_reference import llmd_predict
 from benchmarks.replay_goals import top_share
@@ -160,7 +161,7 @@ def _http_seed(
 # in process -----------------------------------------------------------------------------
 
 
-def _columns(rows: list[dict[str, Any]], model: type) -> dict[str, np.ndarray]:
+def _columns(rows: list[dict[str, Any]], model: type[BaseModel]) -> dict[str, np.ndarray]:
     return columns_from_dicts([model.model_validate(r).model_dump() for r in rows])
 
 

@@ -124,13 +124,14 @@ class OnlineRun:
         base = k * self.args.rows_per_batch
         for offset, (row, pred) in enumerate(zip(batch, predictions, strict=True)):
             for t in TARGETS:
-                if k < self.args.warmup_batches or not measures(row, t) or naive[t] is None:
+                naive_p90 = naive[t]
+                if k < self.args.warmup_batches or not measures(row, t) or naive_p90 is None:
                     continue
                 self.records[t].add(
                     base + offset,
                     float(row[t.actual_field]),
                     float(pred[f"{t.value}_ms"]),
-                    naive[t],
+                    naive_p90,
                     trained[t],
                 )
         entries = [

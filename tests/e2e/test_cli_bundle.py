@@ -20,9 +20,12 @@ from tests.e2e.test_cli_status import cli, server_env, started, train
 
 ROW = prediction_row(input_token_length=1200, num_request_waiting=2, num_request_running=9)
 
+Trainer = tuple[ServerProcess, str]  # the training server, its trained version
+Export = tuple[Path, str]  # the exported archive, its version
+
 
 @pytest.fixture(scope="module")
-def trainer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, str]]:
+def trainer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trainer]:
     folder = tmp_path_factory.mktemp("bundle-trainer")
     server = started("training_server", server_env(folder), folder / "training.log")
     try:
@@ -32,7 +35,7 @@ def trainer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPr
 
 
 @pytest.fixture(scope="module")
-def exported(trainer, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+def exported(trainer: Trainer, tmp_path_factory: pytest.TempPathFactory) -> Export:
     """`latency-predictor export` into an empty folder: the server's file name is used."""
     server, version = trainer
     folder = tmp_path_factory.mktemp("export")
@@ -50,27 +53,33 @@ def tampered(archive: Path, name: str) -> bytes:
     out = io.BytesIO()
     with tarfile.open(archive, "r:gz") as src, tarfile.open(fileobj=out, mode="w:gz") as dst:
         for member in src.getmembers():
-            data = src.extractfile(member).read()  # type: ignore[union-attr]
+            content = src.extractfile(member)
+            assert content is not None, member.name  # a bundle holds regular files only
+            data = content.read()
             if member.name == name:
                 data = data[:-1] + (b" " if data[-1:] != b" " else b"\n")
             dst.addfile(member, io.BytesIO(data))
     return out.getvalue()
 
 
-def test_export_to_a_named_file_and_into_a_directory(trainer, tmp_path: Path) -> None:
+def test_export_to_a_named_file_and_into_a_directory(trainer: Trainer, tmp_path: Path) -> None:
     server, version = trainer
     done = cli("export", "--url", server.url, "-o", str(tmp_path / "bundle.tgz"))
     assert done.returncode == 0, done.stderr
     with tarfile.open(tmp_path / "bundle.tgz", "r:gz") as tar:
         assert {"manifest.json", "metadata.json"} <= set(tar.getnames())
-        metadata = json.load(tar.extractfile("metadata.json"))  # type: ignore[arg-type]
+        content = tar.extractfile("metadata.json")
+        assert content is not None
+        metadata = json.load(content)
     assert metadata["model_version"] == version
     (tmp_path / "dir").mkdir()
     assert cli("export", "--url", server.url, "-o", str(tmp_path / "dir")).returncode == 0
     assert (tmp_path / "dir" / f"model-{version}.tar.gz").is_file()
 
 
-def test_import_into_an_empty_model_dir_seeds_a_cold_start(trainer, exported, tmp_path) -> None:
+def test_import_into_an_empty_model_dir_seeds_a_cold_start(
+    trainer: Trainer, exported: Export, tmp_path: Path
+) -> None:
     server, version = trainer
     archive, _ = exported
     volume = tmp_path / "empty-volume"
@@ -97,7 +106,7 @@ def test_import_into_an_empty_model_dir_seeds_a_cold_start(trainer, exported, tm
 
 
 def test_a_trainer_without_a_model_exports_its_cold_start_until_an_import(
-    exported, tmp_path
+    exported: Export, tmp_path: Path
 ) -> None:
     """A cold start exports (from its first second) an archive naming the documented prior;
     it holds no model, so importing it is refused with the reason."""
@@ -133,7 +142,7 @@ def test_a_trainer_without_a_model_exports_its_cold_start_until_an_import(
         fresh.stop()
 
 
-def test_corrupted_archives_are_refused_locally(exported, tmp_path: Path) -> None:
+def test_corrupted_archives_are_refused_locally(exported: Export, tmp_path: Path) -> None:
     archive, version = exported
     cases = {
         "truncated.tar.gz": (archive.read_bytes()[:1500], "not a readable tar.gz bundle"),
@@ -153,7 +162,7 @@ def test_corrupted_archives_are_refused_locally(exported, tmp_path: Path) -> Non
     assert list((volume / "versions").iterdir()) == []  # nothing staged was left behind
 
 
-def test_a_trainer_that_is_down_or_a_missing_file(exported, tmp_path: Path) -> None:
+def test_a_trainer_that_is_down_or_a_missing_file(exported: Export, tmp_path: Path) -> None:
     archive, _ = exported
     url = f"http://127.0.0.1:{free_port()}"
     done = cli("export", "--url", url, cwd=tmp_path)

@@ -24,6 +24,8 @@ from latency_cli.synthetic import synthetic_rows
 
 ROWS = 600
 
+Cluster = tuple[ServerProcess, ServerProcess, str]  # the trainer, a predictor, the version
+
 
 def cli(*args: str, cwd: Path | None = None,
         stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -56,7 +58,8 @@ def train(trainer_url: str, rows: int = ROWS, seed: int = 1) -> str:
                        json={"entries": synthetic_rows(rows, seed=seed)}, timeout=30)
     assert reply.status_code == 202, reply.text
     assert httpx.post(f"{trainer_url}/retrain", timeout=60).json()["outcome"] == "ok"
-    return httpx.get(f"{trainer_url}/data/status", timeout=10).json()["model_version"]
+    version: str = httpx.get(f"{trainer_url}/data/status", timeout=10).json()["model_version"]
+    return version
 
 
 def wait_until_served(predictor_url: str, version: str, timeout: float = 30.0) -> None:
@@ -69,7 +72,7 @@ def wait_until_served(predictor_url: str, version: str, timeout: float = 30.0) -
 
 
 @contextlib.contextmanager
-def trained_cluster(folder: Path) -> Iterator[tuple[ServerProcess, ServerProcess, str]]:
+def trained_cluster(folder: Path) -> Iterator[Cluster]:
     """A training and a prediction server sharing a model directory, both on a trained
     version; stopped (only these two processes) on exit."""
     env = server_env(folder)
@@ -89,7 +92,7 @@ def trained_cluster(folder: Path) -> Iterator[tuple[ServerProcess, ServerProcess
 @pytest.fixture(scope="module")
 def cluster(
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[ServerProcess, ServerProcess, str]]:
+) -> Iterator[Cluster]:
     with trained_cluster(tmp_path_factory.mktemp("status")) as servers:
         yield servers
 
@@ -102,7 +105,7 @@ def detail_line(stdout: str, label: str) -> str:
     return next(line for line in stdout.splitlines() if line.startswith(label))
 
 
-def test_status_table_with_both_servers_up(cluster) -> None:
+def test_status_table_with_both_servers_up(cluster: Cluster) -> None:
     trainer, predictor, version = cluster
     done = cli("status", "--training-url", trainer.url, "--prediction-url", predictor.url)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -122,7 +125,7 @@ def test_status_table_with_both_servers_up(cluster) -> None:
     assert detail_line(done.stdout, "leadership").split()[1] == "leader"
 
 
-def test_status_json_with_both_servers_up(cluster) -> None:
+def test_status_json_with_both_servers_up(cluster: Cluster) -> None:
     trainer, predictor, version = cluster
     done = cli("status", "--training-url", trainer.url, "--prediction-url", predictor.url,
                "--json")
@@ -146,7 +149,7 @@ def test_status_json_with_both_servers_up(cluster) -> None:
     assert training["leader"] is True
 
 
-def test_status_names_a_prediction_server_that_is_down(cluster) -> None:
+def test_status_names_a_prediction_server_that_is_down(cluster: Cluster) -> None:
     trainer, predictor, version = cluster
     down = f"http://127.0.0.1:{free_port()}"
     args = ("status", "--training-url", trainer.url, "--prediction-url", predictor.url,
@@ -167,7 +170,7 @@ def test_status_names_a_prediction_server_that_is_down(cluster) -> None:
     assert "connection refused" in report["prediction"][1]["error"]
 
 
-def test_status_shows_a_prediction_server_that_lags(cluster, tmp_path: Path) -> None:
+def test_status_shows_a_prediction_server_that_lags(cluster: Cluster, tmp_path: Path) -> None:
     """A replica on another (empty) model directory serves the prior: it lags the trainer."""
     trainer, predictor, _ = cluster
     behind = started("prediction_server", server_env(tmp_path), tmp_path / "behind.log")

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -18,9 +19,11 @@ BATCH = 200
 SHORT = prediction_row(input_token_length=50)
 LONG = prediction_row(input_token_length=6000, num_request_waiting=2)
 
+Cluster = tuple[ServerProcess, list[ServerProcess]]  # the trainer, the two predictors
+
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[ServerProcess, list[ServerProcess]]]:
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
     env = {
         "LATENCY_DB_URL": f"sqlite:///{tmp_path / 'store.db'}",
         "LATENCY_MODEL_DIR": str(tmp_path / "models"),
@@ -48,7 +51,7 @@ def cluster(tmp_path: Path) -> Iterator[tuple[ServerProcess, list[ServerProcess]
             server.stop()
 
 
-def ingest(url: str, rows: list[dict]) -> int:
+def ingest(url: str, rows: list[dict[str, Any]]) -> int:
     accepted = 0
     for i in range(0, len(rows), BATCH):
         reply = httpx.post(f"{url}/add_training_data_bulk", json={"entries": rows[i:i + BATCH]},
@@ -63,7 +66,7 @@ def wait_for_new_version(trainer: ServerProcess, predictors: list[ServerProcess]
     """Wait until the trainer publishes a version other than `old` and both predictors serve it."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        version = httpx.get(f"{trainer.url}/data/status").json()["model_version"]
+        version: str | None = httpx.get(f"{trainer.url}/data/status").json()["model_version"]
         served = {httpx.get(f"{p.url}/status").json()["model_version"] for p in predictors}
         if version not in (None, old) and served == {version}:
             return version
@@ -71,13 +74,16 @@ def wait_for_new_version(trainer: ServerProcess, predictors: list[ServerProcess]
     raise AssertionError(f"no new version served by both predictors within {timeout}s")
 
 
-def strict(server: ServerProcess, rows: list[dict]) -> dict:
+def strict(server: ServerProcess, rows: list[dict[str, Any]]) -> dict[str, Any]:
     reply = httpx.post(f"{server.url}/predict/bulk/strict", json={"requests": rows}, timeout=10)
     assert reply.status_code == 200, reply.text
-    return reply.json()
+    body: dict[str, Any] = reply.json()
+    return body
 
 
-def test_ingest_retrain_and_hot_swap_on_both_predictors(cluster) -> None:
+def test_ingest_retrain_and_hot_swap_on_both_predictors(
+    cluster: Cluster,
+) -> None:
     trainer, predictors = cluster
     cold = strict(predictors[0], [SHORT])
     assert cold["model_version"] == "cold-start-prior"
@@ -97,7 +103,9 @@ def test_ingest_retrain_and_hot_swap_on_both_predictors(cluster) -> None:
     assert all(strict(p, [SHORT])["model_version"] == second for p in predictors)
 
 
-def test_sigkill_of_the_trainer_loses_no_accepted_sample(cluster) -> None:
+def test_sigkill_of_the_trainer_loses_no_accepted_sample(
+    cluster: Cluster,
+) -> None:
     trainer, predictors = cluster
     rows = synthetic_rows(BATCH, seed=3)
     accepted = 0

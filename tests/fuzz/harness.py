@@ -79,7 +79,7 @@ def raw_response(description: str, media_type: str) -> dict[str, Any]:
 
 
 # What FastAPI writes for a route that returns a Response it was not told about.
-_UNDESCRIBED = {"application/json": {"schema": {}}}
+_UNDESCRIBED: dict[str, Any] = {"application/json": {"schema": {}}}
 
 
 def supplement(spec: dict[str, Any],

@@ -8,13 +8,15 @@ import json
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
+import kubernetes_validate  # type: ignore[import-untyped]  # it ships no type hints (no py.typed)
 import pytest
 import yaml
+from fastapi.routing import APIRoute
 
 from shared.settings import PredictionSettings, TrainingSettings, env_names
 
@@ -29,6 +31,8 @@ TARGETS = {
 KUBERNETES_VERSION = "1.30.0"  # schemas shipped offline by every kubernetes-validate >= 1.30
 IMAGE = "latency-predictor"
 
+Docs = tuple[dict[str, Any], ...]  # one rendered target's objects, as render returns them
+
 
 SERVER_ENV = {
     "training_server": env_names(TrainingSettings),
@@ -38,7 +42,7 @@ ALL_ENV = set().union(*SERVER_ENV.values())
 
 
 @cache
-def render(name: str) -> tuple[dict[str, Any], ...]:
+def render(name: str) -> Docs:
     kubectl = shutil.which("kubectl") or shutil.which("/usr/bin/kubectl")
     if kubectl is None:
         pytest.fail(
@@ -58,11 +62,11 @@ def render(name: str) -> tuple[dict[str, Any], ...]:
     return docs
 
 
-def of_kind(docs, kind: str) -> dict[str, dict[str, Any]]:
+def of_kind(docs: Docs, kind: str) -> dict[str, dict[str, Any]]:
     return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
 
 
-def our_containers(docs):
+def our_containers(docs: Docs) -> Iterator[tuple[dict[str, Any], dict[str, Any], str]]:
     """(pod spec, container, server module) for every container running our image."""
     for d in docs:
         if d["kind"] == "Deployment":
@@ -83,9 +87,10 @@ def schema_errors(doc: dict[str, Any]) -> str | None:
 
 def is_dashboard(doc: dict[str, Any]) -> bool:
     """A ConfigMap the Grafana sidecar loads (its keys are dashboard files, not settings)."""
-    return doc["kind"] == "ConfigMap" and (
-        doc["metadata"].get("labels", {}).get("grafana_dashboard") == "1"
-    )
+    if doc["kind"] != "ConfigMap":
+        return False
+    labels: dict[str, str] = doc["metadata"].get("labels", {})
+    return labels.get("grafana_dashboard") == "1"
 
 
 # PodMonitor (monitoring.coreos.com/v1): the fields of the Prometheus Operator's CRD (v0.91), so
@@ -129,12 +134,12 @@ def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
     return True
 
 
-def pod_templates(docs) -> dict[str, dict[str, Any]]:
+def pod_templates(docs: Docs) -> dict[str, dict[str, Any]]:
     """Deployment name -> its pod template."""
     return {d["metadata"]["name"]: d["spec"]["template"] for d in docs if d["kind"] == "Deployment"}
 
 
-def podmonitor_errors(doc: dict[str, Any], docs) -> list[str]:
+def podmonitor_errors(doc: dict[str, Any], docs: Docs) -> list[str]:
     """What the PodMonitor CRD would refuse, plus what would make it scrape nothing: the
     selector must select rendered pods, and every endpoint port must be a container port
     name (or number) on each of them, serving /metrics."""
@@ -213,7 +218,7 @@ def _endpoint_port_errors(at: str, ep: dict[str, Any],
     return errors
 
 
-def object_errors(doc: dict[str, Any], docs) -> list[str]:
+def object_errors(doc: dict[str, Any], docs: Docs) -> list[str]:
     """Strict Kubernetes schema for built-in kinds; the structural check for PodMonitors."""
     if doc.get("apiVersion", "").startswith("monitoring.coreos.com/"):
         return podmonitor_errors(doc, docs)
@@ -234,7 +239,7 @@ def test_the_podmonitor_check_rejects_broken_podmonitors() -> None:
     assert podmonitor_errors(good, docs) == []
 
     def broken(**changes: Any) -> dict[str, Any]:
-        doc = json.loads(json.dumps(good))
+        doc: dict[str, Any] = json.loads(json.dumps(good))
         doc["spec"].update(changes)
         return doc
 
@@ -390,7 +395,8 @@ def test_both_servers_serve_metrics_where_the_podmonitors_scrape() -> None:
     from training_server.routes import ops as training_ops
 
     for router in (prediction_ops.router, training_ops.router):
-        assert METRICS_PATH in {route.path for route in router.routes}
+        paths = {route.path for route in router.routes if isinstance(route, APIRoute)}
+        assert METRICS_PATH in paths
 
 
 def test_monitoring_scrapes_each_server_once_on_the_port_it_binds() -> None:

@@ -12,12 +12,14 @@ import random
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
 from shared.archive import pack_bundle
 from shared.artifact import MANIFEST, bundle_dir_for
@@ -110,7 +112,7 @@ def corrupt_stream_archive() -> bytes:
     return bytes(archive)
 
 
-def sync_app(model_dir: Path, url: str) -> Any:
+def sync_app(model_dir: Path, url: str) -> AbstractContextManager[TestClient]:
     return running_app(model_dir, sync_from_trainer=True, training_server_url=url)
 
 
@@ -177,8 +179,9 @@ def test_live_calibration_is_mirrored_and_applied(
     row = {"kv_cache_percentage": 0.5, "input_token_length": 4000, "num_request_waiting": 1,
            "num_request_running": 8, "num_tokens_generated": 1, "prefix_cache_score": 0.0}
 
-    def answer(client: Any) -> dict[str, float]:
-        return client.post("/predict", json=row).json()
+    def answer(client: TestClient) -> dict[str, Any]:
+        body: dict[str, Any] = client.post("/predict", json=row).json()
+        return body
 
     with sync_app(model_dir, url) as client:
         wait_for(lambda: served_version(client) == V1)

@@ -57,7 +57,8 @@ def test_retrain_publishes_a_bundle(
     bundle = published[0]
     assert (bundle.model_type, bundle.objective, bundle.quantile) == (model_type, objective, 0.9)
     assert all(bundle.has_model(t) for t in TARGETS)
-    assert load_current_bundle(model_dir).version == version
+    loaded = load_current_bundle(model_dir)
+    assert loaded is not None and loaded.version == version
 
     rows = store.list_retrains()
     assert len(rows) == 1
@@ -156,7 +157,8 @@ def test_failed_publish_is_recorded_and_keeps_the_current_bundle(
     assert (newest["status"], newest["version"]) == ("failed", None)
     assert newest["error"] == bad.state.last_error
     assert read_current_version(model_dir) == current
-    assert load_current_bundle(model_dir).version == current
+    loaded = load_current_bundle(model_dir)
+    assert loaded is not None and loaded.version == current
 
     interval = bad.settings.retraining_interval_sec
     # one failure: the next try at the usual time (the clock's, which started at creation)

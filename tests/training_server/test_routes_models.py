@@ -13,12 +13,15 @@ from fastapi.testclient import TestClient
 from latency_cli.synthetic import prediction_row, synthetic_rows
 from shared.artifact import read_current_version
 from shared.features import feature_names
+from shared.settings import TrainingSettings
 from shared.targets import Target
+from tests.apps import app_of
 from tests.training_server.conftest import OpenClient, train
 
 
 def model_dir_of(client: TestClient) -> Path:
-    return client.app.state.settings.model_dir
+    settings: TrainingSettings = app_of(client).state.settings
+    return settings.model_dir
 
 
 def test_download_info_before_any_model(client: TestClient) -> None:
@@ -91,6 +94,7 @@ def test_lightgbm_text_and_importances(open_client: OpenClient) -> None:
 
 def test_model_info_download_and_list(trained: TestClient) -> None:
     version = read_current_version(model_dir_of(trained))
+    assert version is not None
     bundle_dir = model_dir_of(trained) / "versions" / version
     for name in ("ttft", "tpot", "manifest"):
         info = trained.get(f"/model/{name}/info").json()
@@ -204,7 +208,9 @@ def tampered(archive: bytes) -> bytes:
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as src, \
             tarfile.open(fileobj=out, mode="w:gz") as dst:
         for member in src.getmembers():
-            data = src.extractfile(member).read()
+            content = src.extractfile(member)
+            assert content is not None, member.name  # a bundle holds regular files only
+            data = content.read()
             if member.name == "ttft.json":
                 data = data.replace(b"0", b"1", 1)
             member.size = len(data)
