@@ -96,8 +96,11 @@ def test_import_into_an_empty_model_dir_seeds_a_cold_start(
         status = httpx.get(f"{predictor.url}/status", timeout=10).json()
         answer = httpx.post(f"{predictor.url}/predict", json=ROW, timeout=10).json()
         on_trainer = httpx.post(f"{server.url}/predict", json=ROW, timeout=10).json()
-        report = json.loads(cli("status", "--training-url", server.url,
-                                "--prediction-url", predictor.url, "--json").stdout)
+        report = json.loads(
+            cli(
+                "status", "--training-url", server.url, "--prediction-url", predictor.url, "--json"
+            ).stdout
+        )
     finally:
         predictor.stop()
     assert status["model_version"] == version and status["cold_start"] is False
@@ -147,8 +150,10 @@ def test_corrupted_archives_are_refused_locally(exported: Export, tmp_path: Path
     cases = {
         "truncated.tar.gz": (archive.read_bytes()[:1500], "not a readable tar.gz bundle"),
         "garbage.tar.gz": (b"this is not an archive", "not a readable tar.gz bundle"),
-        "tampered.tar.gz": (tampered(archive, "ttft.json"),
-                            f"{version}: checksum mismatch for ttft.json"),
+        "tampered.tar.gz": (
+            tampered(archive, "ttft.json"),
+            f"{version}: checksum mismatch for ttft.json",
+        ),
     }
     volume = tmp_path / "volume"
     for name, (data, reason) in cases.items():
@@ -168,8 +173,8 @@ def test_a_trainer_that_is_down_or_a_missing_file(exported: Export, tmp_path: Pa
     done = cli("export", "--url", url, cwd=tmp_path)
     assert done.returncode == 1
     assert done.stderr.strip() == (
-        f"latency-predictor export: cannot reach the training server at {url}: "
-        "connection refused")
+        f"latency-predictor export: cannot reach the training server at {url}: connection refused"
+    )
     assert list(tmp_path.iterdir()) == []
     done = cli("import", str(archive), "--url", url)
     assert done.returncode == 1

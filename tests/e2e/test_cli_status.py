@@ -27,12 +27,20 @@ ROWS = 600
 Cluster = tuple[ServerProcess, ServerProcess, str]  # the trainer, a predictor, the version
 
 
-def cli(*args: str, cwd: Path | None = None,
-        stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, cwd: Path | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """The console script as a subprocess, exactly as an operator runs it."""
-    return subprocess.run([sys.executable, "-m", "latency_cli", *args], check=False, cwd=cwd,
-                          input=stdin, capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "latency_cli", *args],
+        check=False,
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+    )
 
 
 def server_env(folder: Path, model_dir: Path | None = None) -> dict[str, str]:
@@ -54,8 +62,11 @@ def started(module: str, env: dict[str, str], log: Path) -> ServerProcess:
 
 def train(trainer_url: str, rows: int = ROWS, seed: int = 1) -> str:
     """Ingest synthetic rows, retrain now; the new version."""
-    reply = httpx.post(f"{trainer_url}/add_training_data_bulk",
-                       json={"entries": synthetic_rows(rows, seed=seed)}, timeout=30)
+    reply = httpx.post(
+        f"{trainer_url}/add_training_data_bulk",
+        json={"entries": synthetic_rows(rows, seed=seed)},
+        timeout=30,
+    )
     assert reply.status_code == 202, reply.text
     assert httpx.post(f"{trainer_url}/retrain", timeout=60).json()["outcome"] == "ok"
     version: str = httpx.get(f"{trainer_url}/data/status", timeout=10).json()["model_version"]
@@ -110,8 +121,7 @@ def test_status_table_with_both_servers_up(cluster: Cluster) -> None:
     done = cli("status", "--training-url", trainer.url, "--prediction-url", predictor.url)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[0].split()[:4] == ["server", "url", "state", "health"]
-    assert table_row(done.stdout, trainer.url)[:5] == ["training", trainer.url, "up", "ok",
-                                                       version]
+    assert table_row(done.stdout, trainer.url)[:5] == ["training", trainer.url, "up", "ok", version]
     served = table_row(done.stdout, predictor.url)
     assert served[:5] == ["prediction", predictor.url, "up", "ok", version]
     assert served[-1] == "current"
@@ -119,7 +129,8 @@ def test_status_table_with_both_servers_up(cluster: Cluster) -> None:
     train_, test = data["training_data"], data["test_data"]
     assert detail_line(done.stdout, "samples").split(None, 1)[1] == (
         f"ttft {train_['ttft_samples']} train + {test['ttft_samples']} test, "
-        f"tpot {train_['tpot_samples']} train + {test['tpot_samples']} test")
+        f"tpot {train_['tpot_samples']} train + {test['tpot_samples']} test"
+    )
     assert ", ok, " in detail_line(done.stdout, "last retrain")
     assert detail_line(done.stdout, "failed retrains").endswith("0 in a row, 0 since start")
     assert detail_line(done.stdout, "leadership").split()[1] == "leader"
@@ -127,8 +138,7 @@ def test_status_table_with_both_servers_up(cluster: Cluster) -> None:
 
 def test_status_json_with_both_servers_up(cluster: Cluster) -> None:
     trainer, predictor, version = cluster
-    done = cli("status", "--training-url", trainer.url, "--prediction-url", predictor.url,
-               "--json")
+    done = cli("status", "--training-url", trainer.url, "--prediction-url", predictor.url, "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["all_up"] is True
@@ -152,14 +162,23 @@ def test_status_json_with_both_servers_up(cluster: Cluster) -> None:
 def test_status_names_a_prediction_server_that_is_down(cluster: Cluster) -> None:
     trainer, predictor, version = cluster
     down = f"http://127.0.0.1:{free_port()}"
-    args = ("status", "--training-url", trainer.url, "--prediction-url", predictor.url,
-            "--prediction-url", down)
+    args = (
+        "status",
+        "--training-url",
+        trainer.url,
+        "--prediction-url",
+        predictor.url,
+        "--prediction-url",
+        down,
+    )
     done = cli(*args)
     assert done.returncode == 1
     assert table_row(done.stdout, down)[:3] == ["prediction", down, "down"]
     assert table_row(done.stdout, predictor.url)[4] == version  # what it could read
-    assert (f"cannot reach the prediction server at {down}: connection refused"
-            in done.stdout.splitlines())
+    assert (
+        f"cannot reach the prediction server at {down}: connection refused"
+        in done.stdout.splitlines()
+    )
     assert "Traceback" not in done.stdout + done.stderr
 
     report = json.loads(cli(*args, "--json").stdout)
@@ -175,8 +194,16 @@ def test_status_shows_a_prediction_server_that_lags(cluster: Cluster, tmp_path: 
     trainer, predictor, _ = cluster
     behind = started("prediction_server", server_env(tmp_path), tmp_path / "behind.log")
     try:
-        done = cli("status", "--training-url", trainer.url, "--prediction-url", predictor.url,
-                   "--prediction-url", behind.url, "--json")
+        done = cli(
+            "status",
+            "--training-url",
+            trainer.url,
+            "--prediction-url",
+            predictor.url,
+            "--prediction-url",
+            behind.url,
+            "--json",
+        )
         text = cli("status", "--training-url", trainer.url, "--prediction-url", behind.url)
     finally:
         behind.stop()
@@ -196,8 +223,9 @@ def test_status_with_no_server_running() -> None:
     assert f"cannot reach the training server at {trainer}: connection refused" in lines
     assert f"cannot reach the prediction server at {predictor}: connection refused" in lines
     assert done.stderr == ""
-    report = json.loads(cli("status", "--training-url", trainer, "--prediction-url", predictor,
-                            "--json").stdout)
+    report = json.loads(
+        cli("status", "--training-url", trainer, "--prediction-url", predictor, "--json").stdout
+    )
     assert report["training"]["state"] == "down" and report["all_up"] is False
 
 

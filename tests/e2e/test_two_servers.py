@@ -54,15 +54,17 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 def ingest(url: str, rows: list[dict[str, Any]]) -> int:
     accepted = 0
     for i in range(0, len(rows), BATCH):
-        reply = httpx.post(f"{url}/add_training_data_bulk", json={"entries": rows[i:i + BATCH]},
-                           timeout=30)
+        reply = httpx.post(
+            f"{url}/add_training_data_bulk", json={"entries": rows[i : i + BATCH]}, timeout=30
+        )
         assert reply.status_code == 202, reply.text
         accepted += int(reply.json()["message"].split()[1])
     return accepted
 
 
-def wait_for_new_version(trainer: ServerProcess, predictors: list[ServerProcess], old: str | None,
-                         timeout: float = 60.0) -> str:
+def wait_for_new_version(
+    trainer: ServerProcess, predictors: list[ServerProcess], old: str | None, timeout: float = 60.0
+) -> str:
     """Wait until the trainer publishes a version other than `old` and both predictors serve it."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -118,8 +120,9 @@ def test_sigkill_of_the_trainer_loses_no_accepted_sample(
                 if stop.is_set():
                     return
                 try:
-                    reply = client.post(f"{trainer.url}/add_training_data_bulk",
-                                        json={"entries": rows})
+                    reply = client.post(
+                        f"{trainer.url}/add_training_data_bulk", json={"entries": rows}
+                    )
                 except httpx.HTTPError:
                     return  # the server died mid-call: that batch was never acknowledged
                 if reply.status_code == 202:

@@ -43,25 +43,30 @@ FUZZ_SETTINGS = settings(
     deadline=None,
     derandomize=True,
     database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                           HealthCheck.filter_too_much, HealthCheck.function_scoped_fixture],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+        HealthCheck.function_scoped_fixture,
+    ],
 )
 
 
 def schemathesis_config(operations: list[dict[str, Any]] | None = None) -> SchemathesisConfig:
-    return SchemathesisConfig.from_dict({
-        "seed": SEED,
-        "generation": {"max-examples": MAX_EXAMPLES, "deterministic": True},
-        # Failures should show the request as sent: by default every field whose name holds
-        # "token" is masked (input_token_length, prefill_tokens_in_flight, ...).
-        "output": {"sanitization": {"enabled": False}},
-        "cache": {"enabled": False},
-        "operations": operations or [],
-    })
+    return SchemathesisConfig.from_dict(
+        {
+            "seed": SEED,
+            "generation": {"max-examples": MAX_EXAMPLES, "deterministic": True},
+            # Failures should show the request as sent: by default every field whose name holds
+            # "token" is masked (input_token_length, prefill_tokens_in_flight, ...).
+            "output": {"sanitization": {"enabled": False}},
+            "cache": {"enabled": False},
+            "operations": operations or [],
+        }
+    )
 
 
-def load_schema(spec: dict[str, Any], operations: list[dict[str, Any]] | None = None
-                ) -> BaseSchema:
+def load_schema(spec: dict[str, Any], operations: list[dict[str, Any]] | None = None) -> BaseSchema:
     return schemathesis.openapi.from_dict(spec, config=schemathesis_config(operations))
 
 
@@ -82,8 +87,9 @@ def raw_response(description: str, media_type: str) -> dict[str, Any]:
 _UNDESCRIBED: dict[str, Any] = {"application/json": {"schema": {}}}
 
 
-def supplement(spec: dict[str, Any],
-               documented: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
+def supplement(
+    spec: dict[str, Any], documented: dict[tuple[str, str], dict[str, Any]]
+) -> dict[str, Any]:
     """`spec` plus what the wire contract (../shared/spec/api.md) and the code say about a
     route but its declaration does not (yet). What the app documents itself wins, so each
     entry turns into a no-op once its route declares it; the report names the fixes.

@@ -96,19 +96,55 @@ def is_dashboard(doc: dict[str, Any]) -> bool:
 # PodMonitor (monitoring.coreos.com/v1): the fields of the Prometheus Operator's CRD (v0.91), so
 # that a misspelt key fails here as an unknown field would in a strict schema.
 PODMONITOR_SPEC = {
-    "attachMetadata", "bodySizeLimit", "convertClassicHistogramsToNHCB",
-    "fallbackScrapeProtocol", "jobLabel", "keepDroppedTargets", "labelLimit",
-    "labelNameLengthLimit", "labelValueLengthLimit", "namespaceSelector",
-    "nativeHistogramBucketLimit", "nativeHistogramMinBucketFactor", "podMetricsEndpoints",
-    "podTargetLabels", "sampleLimit", "scrapeClass", "scrapeClassicHistograms",
-    "scrapeNativeHistograms", "scrapeProtocols", "selector", "selectorMechanism", "targetLimit",
+    "attachMetadata",
+    "bodySizeLimit",
+    "convertClassicHistogramsToNHCB",
+    "fallbackScrapeProtocol",
+    "jobLabel",
+    "keepDroppedTargets",
+    "labelLimit",
+    "labelNameLengthLimit",
+    "labelValueLengthLimit",
+    "namespaceSelector",
+    "nativeHistogramBucketLimit",
+    "nativeHistogramMinBucketFactor",
+    "podMetricsEndpoints",
+    "podTargetLabels",
+    "sampleLimit",
+    "scrapeClass",
+    "scrapeClassicHistograms",
+    "scrapeNativeHistograms",
+    "scrapeProtocols",
+    "selector",
+    "selectorMechanism",
+    "targetLimit",
 }
 POD_METRICS_ENDPOINT = {
-    "authorization", "basicAuth", "bearerTokenSecret", "enableHttp2", "filterRunning",
-    "followRedirects", "honorLabels", "honorTimestamps", "interval", "metricRelabelings",
-    "noProxy", "oauth2", "params", "path", "port", "portNumber", "proxyConnectHeader",
-    "proxyFromEnvironment", "proxyUrl", "relabelings", "scheme", "scrapeTimeout", "targetPort",
-    "tlsConfig", "trackTimestampsStaleness",
+    "authorization",
+    "basicAuth",
+    "bearerTokenSecret",
+    "enableHttp2",
+    "filterRunning",
+    "followRedirects",
+    "honorLabels",
+    "honorTimestamps",
+    "interval",
+    "metricRelabelings",
+    "noProxy",
+    "oauth2",
+    "params",
+    "path",
+    "port",
+    "portNumber",
+    "proxyConnectHeader",
+    "proxyFromEnvironment",
+    "proxyUrl",
+    "relabelings",
+    "scheme",
+    "scrapeTimeout",
+    "targetPort",
+    "tlsConfig",
+    "trackTimestampsStaleness",
 }
 # The CRD's pattern for interval and scrapeTimeout.
 DURATION = re.compile(r"0|(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?")
@@ -205,16 +241,18 @@ def _endpoint_errors(at: str, ep: dict[str, Any]) -> list[str]:
     return errors
 
 
-def _endpoint_port_errors(at: str, ep: dict[str, Any],
-                          pods: dict[str, dict[str, Any]]) -> list[str]:
+def _endpoint_port_errors(
+    at: str, ep: dict[str, Any], pods: dict[str, dict[str, Any]]
+) -> list[str]:
     """The endpoint's port must exist on every selected pod."""
     errors = []
     field, value = ("name", ep["port"]) if "port" in ep else ("containerPort", ep.get("portNumber"))
     for deployment, template in pods.items():
         ports = [p for c in template["spec"]["containers"] for p in c.get("ports", [])]
         if not any(p.get(field) == value for p in ports):
-            errors.append(f"{at}: no container port {field}={value!r} "
-                          f"in the pods of Deployment/{deployment}")
+            errors.append(
+                f"{at}: no container port {field}={value!r} in the pods of Deployment/{deployment}"
+            )
     return errors
 
 
@@ -261,8 +299,10 @@ def test_the_podmonitor_check_rejects_broken_podmonitors() -> None:
     for case, doc in cases.items():
         assert podmonitor_errors(doc, docs), case
     # A wrong port is found on the pods of every Deployment selected.
-    both = broken(selector={"matchLabels": {"app.kubernetes.io/name": "latency-predictor"}},
-                  podMetricsEndpoints=[{**endpoint, "port": "nope"}])
+    both = broken(
+        selector={"matchLabels": {"app.kubernetes.io/name": "latency-predictor"}},
+        podMetricsEndpoints=[{**endpoint, "port": "nope"}],
+    )
     assert len(podmonitor_errors(both, docs)) == 2
 
 
@@ -271,8 +311,9 @@ def test_selects_follows_label_selector_semantics() -> None:
     assert selects({"matchLabels": {"a": "1"}}, labels)
     assert not selects({"matchLabels": {"a": "1", "c": "3"}}, labels)
     assert selects({"matchExpressions": [{"key": "b", "operator": "In", "values": ["2"]}]}, labels)
-    assert not selects({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["1"]}]},
-                       labels)
+    assert not selects(
+        {"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["1"]}]}, labels
+    )
     assert selects({"matchExpressions": [{"key": "c", "operator": "DoesNotExist"}]}, labels)
     assert not selects({"matchExpressions": [{"key": "c", "operator": "Exists"}]}, labels)
 
@@ -410,7 +451,8 @@ def test_monitoring_scrapes_each_server_once_on_the_port_it_binds() -> None:
                 scraped.setdefault(deployment, []).append(monitor_name)
                 ports = {
                     p["name"]: (p["containerPort"], c)
-                    for c in template["spec"]["containers"] for p in c.get("ports", [])
+                    for c in template["spec"]["containers"]
+                    for p in c.get("ports", [])
                 }
                 for ep in monitor["spec"]["podMetricsEndpoints"]:
                     port, container = ports[ep["port"]]
@@ -418,13 +460,16 @@ def test_monitoring_scrapes_each_server_once_on_the_port_it_binds() -> None:
                     assert args[args.index("--port") + 1] == str(port), (monitor_name, ep)
     # Every Deployment of ours is scraped, and by one PodMonitor only (no double counting).
     ours = {d["metadata"]["name"] for d in docs if d["kind"] == "Deployment"}
-    assert scraped == {"latency-training": ["latency-training"],
-                       "latency-prediction": ["latency-prediction"]}, scraped
+    assert scraped == {
+        "latency-training": ["latency-training"],
+        "latency-prediction": ["latency-prediction"],
+    }, scraped
     assert set(scraped) == ours
 
 
 def test_monitoring_is_single_node_plus_the_podmonitors_and_the_dashboard() -> None:
     single, monitoring = render("single-node"), render("monitoring")
+
     def key(d: dict[str, Any]) -> tuple[str, str]:
         return d["kind"], d["metadata"]["name"]
 

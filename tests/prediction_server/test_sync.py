@@ -124,10 +124,21 @@ def test_bundles_are_mirrored_from_the_trainer(
         assert served_version(client) == "cold-start-prior"
         state.offer(V1, trained_archive(tmp_path, V1, seed=1))
         wait_for(lambda: served_version(client) == V1)
-        first = client.post("/predict/bulk/strict", json={"requests": [
-            {"kv_cache_percentage": 0.5, "input_token_length": 4000, "num_request_waiting": 1,
-             "num_request_running": 8, "num_tokens_generated": 1, "prefix_cache_score": 0.0}
-        ]}).json()["predictions"][0]
+        first = client.post(
+            "/predict/bulk/strict",
+            json={
+                "requests": [
+                    {
+                        "kv_cache_percentage": 0.5,
+                        "input_token_length": 4000,
+                        "num_request_waiting": 1,
+                        "num_request_running": 8,
+                        "num_tokens_generated": 1,
+                        "prefix_cache_score": 0.0,
+                    }
+                ]
+            },
+        ).json()["predictions"][0]
         state.offer(V2, trained_archive(tmp_path, V2, seed=2))
         wait_for(lambda: served_version(client) == V2)
         status = client.get("/status").json()
@@ -176,8 +187,14 @@ def test_live_calibration_is_mirrored_and_applied(
 ) -> None:
     state, url = trainer
     state.offer(V1, trained_archive(tmp_path, V1, seed=1))
-    row = {"kv_cache_percentage": 0.5, "input_token_length": 4000, "num_request_waiting": 1,
-           "num_request_running": 8, "num_tokens_generated": 1, "prefix_cache_score": 0.0}
+    row = {
+        "kv_cache_percentage": 0.5,
+        "input_token_length": 4000,
+        "num_request_waiting": 1,
+        "num_request_running": 8,
+        "num_tokens_generated": 1,
+        "prefix_cache_score": 0.0,
+    }
 
     def answer(client: TestClient) -> dict[str, Any]:
         body: dict[str, Any] = client.post("/predict", json=row).json()
@@ -199,8 +216,16 @@ def test_live_calibration_is_mirrored_and_applied(
 
 
 def live_calibration_json(*, ttft: float, tpot: float, quantile: float = 0.9) -> bytes:
-    return LiveCalibration(
-        updated_at=datetime.now(UTC), quantile=quantile, through_sample_id=1,
-        targets={Target.TTFT: TargetLiveCalibration(log_offset=ttft),
-                 Target.TPOT: TargetLiveCalibration(log_offset=tpot)},
-    ).model_dump_json().encode()
+    return (
+        LiveCalibration(
+            updated_at=datetime.now(UTC),
+            quantile=quantile,
+            through_sample_id=1,
+            targets={
+                Target.TTFT: TargetLiveCalibration(log_offset=ttft),
+                Target.TPOT: TargetLiveCalibration(log_offset=tpot),
+            },
+        )
+        .model_dump_json()
+        .encode()
+    )

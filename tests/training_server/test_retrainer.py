@@ -28,8 +28,13 @@ def add(store: SampleStore, n: int, seed: int) -> None:
     store.add_samples([TrainingEntry.model_validate(r) for r in synthetic_rows(n, seed=seed)])
 
 
-def make(tmp_path: Path, store: SampleStore, url: str, serving: LoadedBundle | None = None,
-         **overrides: object) -> tuple[Retrainer, list[LoadedBundle], TrainingMetrics]:
+def make(
+    tmp_path: Path,
+    store: SampleStore,
+    url: str,
+    serving: LoadedBundle | None = None,
+    **overrides: object,
+) -> tuple[Retrainer, list[LoadedBundle], TrainingMetrics]:
     """A retrainer whose slot starts serving `serving`; the list is what it publishes."""
     metrics = TrainingMetrics()
     settings = training_settings(tmp_path, url, **overrides)
@@ -45,8 +50,14 @@ def test_retrain_publishes_a_bundle(
     tmp_path: Path, store: SampleStore, migrated_url: str, model_dir: Path, model_choice: Choice
 ) -> None:
     model_type, objective = model_choice
-    retrainer, published, metrics = make(tmp_path, store, migrated_url, model_dir=model_dir,
-                                         model_type=model_type, objective_type=objective)
+    retrainer, published, metrics = make(
+        tmp_path,
+        store,
+        migrated_url,
+        model_dir=model_dir,
+        model_type=model_type,
+        objective_type=objective,
+    )
     assert retrainer.run_once() == "skipped"  # empty store
     add(store, 400, seed=1)
 
@@ -124,8 +135,9 @@ def test_one_target_without_samples_still_trains_the_other(
     tmp_path: Path, store: SampleStore, migrated_url: str, model_dir: Path
 ) -> None:
     rng = random.Random(4)
-    store.add_samples([TrainingEntry.model_validate(synthetic_row(rng, measure="ttft"))
-                       for _ in range(200)])
+    store.add_samples(
+        [TrainingEntry.model_validate(synthetic_row(rng, measure="ttft")) for _ in range(200)]
+    )
     retrainer, published, _ = make(tmp_path, store, migrated_url, model_dir=model_dir)
     assert retrainer.run_once() == "ok", retrainer.state.last_error
     assert published[0].has_model(TARGETS[0]) and not published[0].has_model(TARGETS[1])
@@ -141,8 +153,9 @@ def test_failed_publish_is_recorded_and_keeps_the_current_bundle(
 
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a regular file where the model directory's parent should be")
-    bad, bad_published, metrics = make(tmp_path, store, migrated_url, early_retrains=False,
-                                       model_dir=blocker / "models")
+    bad, bad_published, metrics = make(
+        tmp_path, store, migrated_url, early_retrains=False, model_dir=blocker / "models"
+    )
     add(store, 20, seed=6)
     assert bad.run_once() == "failed"
     assert bad.state.consecutive_failures == 1 and bad.state.total_failures == 1
@@ -188,8 +201,9 @@ def test_resume_does_not_retrain_a_model_that_saw_every_sample(
     assert first.run_once() == "ok"
     version = read_current_version(model_dir)
 
-    restarted, published, _ = make(tmp_path, store, migrated_url,
-                                   serving=load_current_bundle(model_dir), model_dir=model_dir)
+    restarted, published, _ = make(
+        tmp_path, store, migrated_url, serving=load_current_bundle(model_dir), model_dir=model_dir
+    )
     restarted.resume()
     assert restarted.state.last_success is not None
     assert restarted.state.last_success["version"] == version
@@ -250,9 +264,12 @@ def test_retrain_scores_the_p90s_served_since_the_last_one(
             "latency_retrain_metric", {"target": t.value, "metric": "live_coverage"}
         ) == pytest.approx(second[f"{t.value}_live_coverage"])
     regime = next(iter(second["regimes"]["tpot"]))
-    assert metrics.registry.get_sample_value(
-        "latency_retrain_regime_coverage", {"target": "tpot", "regime": regime}
-    ) == second["regimes"]["tpot"][regime]["coverage"]
+    assert (
+        metrics.registry.get_sample_value(
+            "latency_retrain_regime_coverage", {"target": "tpot", "regime": regime}
+        )
+        == second["regimes"]["tpot"][regime]["coverage"]
+    )
     assert metrics.registry.get_sample_value("latency_training_window_limit") == 100_000
 
 
@@ -278,8 +295,16 @@ def test_the_chosen_model_and_every_candidates_loss_are_recorded(
         chosen = second[f"{t.value}_model_choice"]
         assert len(losses) >= 3 and losses[chosen] == min(losses.values())
         assert chosen.startswith("trees_")  # the synthetic latencies follow their features
-        assert metrics.registry.get_sample_value(
-            "latency_model_choice", {"target": t.value, "candidate": chosen}) == 1
-        assert metrics.registry.get_sample_value(
-            "latency_model_choice", {"target": t.value, "candidate": "p90"}) == 0
+        assert (
+            metrics.registry.get_sample_value(
+                "latency_model_choice", {"target": t.value, "candidate": chosen}
+            )
+            == 1
+        )
+        assert (
+            metrics.registry.get_sample_value(
+                "latency_model_choice", {"target": t.value, "candidate": "p90"}
+            )
+            == 0
+        )
     assert published[-1].spaces[Target.TTFT].value == "log_ms_per_queued"

@@ -28,34 +28,47 @@ def test_download_info_before_any_model(client: TestClient) -> None:
     info = client.get("/model/download/info").json()
     assert info["model_status"] == {"ttft_model_ready": False, "tpot_model_ready": False}
     assert (info["model_type"], info["objective_type"], info["quantile"]) == (
-        "xgboost", "quantile", 0.9)
+        "xgboost",
+        "quantile",
+        0.9,
+    )
     assert info["model_version"] is None
     assert client.get("/model/ttft/xgb/json").status_code == 404
     assert client.get("/model/ttft/download").status_code == 404
     listing = client.get("/models/list").json()["models"]
     assert {name: entry["exists"] for name, entry in listing.items()} == {
-        "ttft": False, "tpot": False, "manifest": False, "ttft_gated": False,
-        "tpot_gated": False}
+        "ttft": False,
+        "tpot": False,
+        "manifest": False,
+        "ttft_gated": False,
+        "tpot_gated": False,
+    }
     assert client.get("/model/ttft/info").json()["exists"] is False
 
 
 @pytest.mark.parametrize("name", ["ttft_gated", "tpot_gated"])
-def test_gated_ensemble_names_are_listed_and_never_present(trained: TestClient,
-                                                           name: str) -> None:
+def test_gated_ensemble_names_are_listed_and_never_present(trained: TestClient, name: str) -> None:
     """llm-d's queue-gated ensemble: tools list and probe the names; we serve no such model."""
     assert trained.get("/models/list").json()["models"][name] == {
-        "exists": False, "size_bytes": 0, "last_modified": None}
+        "exists": False,
+        "size_bytes": 0,
+        "last_modified": None,
+    }
     info = trained.get(f"/model/{name}/info")
     assert info.status_code == 200
     assert (info.json()["model_name"], info.json()["exists"], info.json()["path"]) == (
-        name, False, None)
+        name,
+        False,
+        None,
+    )
     assert trained.get(f"/model/{name}/download").status_code == 404
 
 
 def test_xgboost_download_info_and_tree_dumps(trained: TestClient) -> None:
     info = trained.get("/model/download/info").json()
     assert info["available_endpoints"] == {
-        "trees": {"ttft_trees": "/model/ttft/xgb/json", "tpot_trees": "/model/tpot/xgb/json"}}
+        "trees": {"ttft_trees": "/model/ttft/xgb/json", "tpot_trees": "/model/tpot/xgb/json"}
+    }
     assert info["model_status"] == {"ttft_model_ready": True, "tpot_model_ready": True}
     assert all(type(v) is bool for v in info["model_status"].values())
     assert info["model_version"] == read_current_version(model_dir_of(trained))
@@ -79,7 +92,8 @@ def test_lightgbm_text_and_importances(open_client: OpenClient) -> None:
     info = client.get("/model/download/info").json()
     assert (info["model_type"], info["objective_type"]) == ("lightgbm", "mean")
     assert info["available_endpoints"] == {
-        "text": {"ttft": "/model/ttft/lgb/txt", "tpot": "/model/tpot/lgb/txt"}}
+        "text": {"ttft": "/model/ttft/lgb/txt", "tpot": "/model/tpot/lgb/txt"}
+    }
     for target in Target:
         text = client.get(f"/model/{target.value}/lgb/txt")
         assert text.status_code == 200
@@ -103,7 +117,10 @@ def test_model_info_download_and_list(trained: TestClient) -> None:
         assert Path(info["path"]).parent == bundle_dir
         assert info["last_modified"].endswith("Z")
         assert (info["model_type"], info["quantile"], info["model_version"]) == (
-            "xgboost", 0.9, version)
+            "xgboost",
+            0.9,
+            version,
+        )
     assert trained.get("/model/unknown/info").status_code == 404
     assert trained.get("/model/unknown/download").status_code == 404
 
@@ -155,7 +172,9 @@ def test_export_is_a_tar_gz_with_manifest_and_metadata(trained: TestClient) -> N
     counts = trained.get("/data/status").json()
     assert metadata["sample_counts"]["training_data"] == counts["training_data"]
     assert (metadata["ttft_samples"], metadata["tpot_samples"]) == (
-        counts["training_data"]["ttft_samples"], counts["training_data"]["tpot_samples"])
+        counts["training_data"]["ttft_samples"],
+        counts["training_data"]["tpot_samples"],
+    )
     assert manifest["version"] == version
 
 
@@ -173,15 +192,20 @@ def test_a_cold_start_exports_its_prior_and_import_refuses_it(
     assert (metadata["model_version"], metadata["cold_start"]) == ("cold-start-prior", True)
     assert (metadata["model_type"], metadata["quantile_alpha"]) == ("xgboost", 0.9)
     assert metadata["ttft_samples"] + metadata["tpot_samples"] == sum(
-        metadata["sample_counts"]["training_data"][f"{t}_samples"] for t in ("ttft", "tpot"))
-    assert metadata["sample_counts"]["training_data"]["total_samples"] + metadata[
-        "sample_counts"]["test_data"]["total_samples"] == 3
+        metadata["sample_counts"]["training_data"][f"{t}_samples"] for t in ("ttft", "tpot")
+    )
+    assert (
+        metadata["sample_counts"]["training_data"]["total_samples"]
+        + metadata["sample_counts"]["test_data"]["total_samples"]
+        == 3
+    )
 
     fresh = open_client(name="b")
     response = fresh.post("/model/import", content=archive)
     assert response.status_code == 422
     assert response.json()["detail"].startswith(
-        "bundle refused: a cold-start export holds no trained model to import")
+        "bundle refused: a cold-start export holds no trained model to import"
+    )
     assert read_current_version(model_dir_of(fresh)) is None
 
 
@@ -205,8 +229,10 @@ def test_import_seeds_an_empty_server(trained: TestClient, open_client: OpenClie
 def tampered(archive: bytes) -> bytes:
     """The same archive with one byte of ttft.json changed (its checksum no longer matches)."""
     out = io.BytesIO()
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as src, \
-            tarfile.open(fileobj=out, mode="w:gz") as dst:
+    with (
+        tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as src,
+        tarfile.open(fileobj=out, mode="w:gz") as dst,
+    ):
         for member in src.getmembers():
             content = src.extractfile(member)
             assert content is not None, member.name  # a bundle holds regular files only
@@ -222,8 +248,11 @@ def tampered(archive: bytes) -> bytes:
 def test_import_refuses_bad_archives(
     trained: TestClient, open_client: OpenClient, kind: str
 ) -> None:
-    archive = {"garbage": b"definitely not a tarball", "empty": b"",
-               "tampered": tampered(export(trained)) if kind == "tampered" else b""}[kind]
+    archive = {
+        "garbage": b"definitely not a tarball",
+        "empty": b"",
+        "tampered": tampered(export(trained)) if kind == "tampered" else b"",
+    }[kind]
     fresh = open_client(name="b")
     response = fresh.post("/model/import", content=archive)
     assert response.status_code == 422
