@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -29,7 +30,7 @@ from poolsim.request import Request
 from poolsim.workloads import WORKLOADS, generate
 
 if TYPE_CHECKING:  # the heavier modules load when the command runs, not with the CLI
-    from poolsim.engine import RunResult
+    from poolsim.engine import Engine, RunResult
     from poolsim.metrics import PolicyMetrics
 
 HELP = "simulate a pool of vLLM-like pods and compare routing policies on it"
@@ -153,7 +154,7 @@ def _run_one(name: str, requests: list[Request], args: argparse.Namespace) -> Ru
     engine = Engine(
         requests, args.pods, hardware(args.hardware), policy, speedup=speedup, progress=bar
     )
-    result = asyncio.run(engine.run())
+    result = asyncio.run(_until_sigterm(engine))
     if bar is not None:
         bar.close(min(result.sim_end_s, last))
     return result
@@ -194,6 +195,19 @@ def _predictor_note(args: argparse.Namespace, names: list[str]) -> str | None:
     )
 
 
+async def _until_sigterm(engine: Engine) -> RunResult:
+    """The run, cancelled by SIGTERM: its `finally` closes the policy, which ends the
+    servers a predicted policy started (by PID) before the process exits."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        return await engine.run()
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         names = _check(args)
@@ -219,6 +233,9 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, RuntimeError, TimeoutError) as exc:  # incl. a server that failed
         _err(str(exc))
         return 1
+    except asyncio.CancelledError:
+        _err("terminated (SIGTERM); every server it started was stopped")
+        return 143
     _report(args, len(requests), results, ttfts, paced, time.perf_counter() - started)
     return 0
 

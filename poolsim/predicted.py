@@ -90,8 +90,10 @@ class PredictedLatencyPolicy(BasePolicy):
         training_url: str | None = self.options.training_url
         urls: Sequence[str] = self.options.prediction_urls
         if not urls:
-            local = LocalPredictor(speedup, self.options.prediction_servers)
-            self.local = await asyncio.to_thread(local.start)
+            # started on the loop's thread: a cancelled run (SIGTERM) can never leave a
+            # server starting behind close(), which stops whatever `local` started
+            self.local = LocalPredictor(speedup, self.options.prediction_servers)
+            self.local.start()
             training_url, urls = self.local.training_url, self.local.prediction_urls
         self.client = PredictorClient(urls, training_url, config=client_config(speedup))
 
@@ -167,12 +169,15 @@ class PredictedLatencyPolicy(BasePolicy):
                 self.client.record({**row, **predicted})
 
     async def close(self) -> None:
-        if self.client is not None:
-            await self.client.aclose()  # sends what is buffered
-            self.client_stats = self.client.stats()
-        if self.local is not None:
-            self.stored_at_end = await asyncio.to_thread(stored_rows, self.local.training_url)
-            await asyncio.to_thread(self.local.stop)
+        try:
+            if self.client is not None:
+                await self.client.aclose()  # sends what is buffered
+                self.client_stats = self.client.stats()
+            if self.local is not None and self.local.servers:
+                self.stored_at_end = await asyncio.to_thread(stored_rows, self.local.training_url)
+        finally:
+            if self.local is not None:
+                self.local.stop()
 
     def summary(self) -> dict[str, float]:
         out = self.scores.figures()

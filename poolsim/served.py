@@ -49,12 +49,30 @@ class ServedScores:
     ttft_trained: TargetScore = field(default_factory=TargetScore)
     tpot_trained: TargetScore = field(default_factory=TargetScore)
     versions: Counter[str] = field(default_factory=Counter)  # routed requests per version
-    first_model_s: float | None = None  # simulated time of the first non-prior answer
+    first_seen_s: dict[str, float] = field(default_factory=dict)  # version -> first pick
+    age_sum_s: float = 0.0  # over trained picks: how long their version had been answering
 
     def routed(self, version: str, now_s: float) -> None:
-        if version != PRIOR_VERSION and self.first_model_s is None:
-            self.first_model_s = now_s
+        first = self.first_seen_s.setdefault(version, now_s)
+        if version != PRIOR_VERSION:
+            self.age_sum_s += now_s - first
         self.versions[version] += 1  # a Counter keeps first-seen order
+
+    @property
+    def first_model_s(self) -> float | None:
+        """Simulated time of the first pick on a trained model."""
+        trained = [t for v, t in self.first_seen_s.items() if v != PRIOR_VERSION]
+        return min(trained) if trained else None
+
+    def cadence(self) -> dict[str, float]:
+        """Simulated seconds between new versions, and the mean age of the version each
+        trained pick acted on (a 10 s retrain interval: about 5 s plus the loading)."""
+        times = sorted(t for v, t in self.first_seen_s.items() if v != PRIOR_VERSION)
+        picks = sum(n for v, n in self.versions.items() if v != PRIOR_VERSION)
+        out = {"mean_model_age_s": self.age_sum_s / picks} if picks else {}
+        if len(times) >= 2:
+            out["retrain_cadence_s"] = (times[-1] - times[0]) / (len(times) - 1)
+        return out
 
     def early_routed(self, models: int = EARLY_MODELS) -> int:
         """Requests routed by the first `models` trained versions."""
@@ -88,4 +106,5 @@ class ServedScores:
         out["model_versions_served"] = float(len(self.versions))
         if self.first_model_s is not None:
             out["first_model_at_s"] = self.first_model_s
+        out.update(self.cadence())
         return out

@@ -4,6 +4,10 @@ training rows back, retrains served, the composite fallback, and every process e
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -15,6 +19,8 @@ from poolsim.policy_api import PolicyOptions
 from poolsim.predicted import PredictedLatencyPolicy, stored_rows
 from poolsim.workloads import generate
 from tests.latency_client.cluster import running_cluster
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def expected_rows(result: RunResult) -> int:
@@ -108,3 +114,40 @@ def test_with_the_predictor_down_every_pick_falls_back_to_the_composite_score() 
     assert summary["feedback_sent"] == 0
     assert summary["feedback_dropped"] == expected_rows(result)
     assert {done.pod for done in result.completions} == {0, 1}  # the composite spreads
+
+
+def children_of(pid: int) -> list[int]:
+    """PIDs whose parent is `pid` (Linux /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_sigterm_ends_the_run_and_every_server_it_started() -> None:
+    command = [sys.executable, "-m", "latency_cli", "simulate", "--workload", "chat"]
+    command += ["--pods", "2", "--duration", "600", "--policies", "predicted-latency"]
+    command += ["--speedup", "1", "--no-progress"]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while len(children_of(proc.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        servers = children_of(proc.pid)
+        assert len(servers) == 2, "the trainer and one prediction server"
+        time.sleep(1.0)  # within the start-up or the run: either must end them
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 143, err
+    assert b"every server it started was stopped" in err
+    for pid in servers:
+        assert not Path(f"/proc/{pid}").exists(), f"server {pid} outlived the run"
