@@ -3,7 +3,8 @@ calls per 1,000 picks and merged callers per call, at 500 and 2,000 picks/s offe
 both prediction replicas up and with one of them killed.
 
     .venv/bin/python -m benchmarks.bench_client [--json] [--seconds 5] [--rates 500,2000]
-        [--pods 100]
+        [--pods 100] [--bare-only] [--bare-calls 2000] [--bare-rounds 10]
+        [--compare-pool FILE]...
 
 Setup: a training server and two prediction servers (LATENCY_WORKERS=1 each) on 127.0.0.1
 share a model directory and a SQLite store in a temp dir; the trainer is fed every row of
@@ -30,8 +31,10 @@ Figures (milliseconds, p50/p99 over the cell's picks):
 - predict_ms (predict() wall), http_ms (one exchange), server_ms (the server's own
   processing_time_ms), pick_ms (the whole pick: rows + predict + picker), picker_ms.
 - bare_call_ms: the reference, one POST of `--pods` rows at a time, sequential, before the
-  cells (encode + POST + decode), through the client's transport (http11) and through
-  httpx.AsyncClient, each with the CPU time it costs this process per call.
+  cells (encode + POST + decode), through the client's transport (http11),
+  httpx.AsyncClient and any `--compare-pool` module, in interleaved rounds, each with the
+  CPU time it costs this process per call (benchmarks/bare_calls.py). `--bare-only` stops
+  after it.
 - http_calls_per_1000_picks, merged_callers_per_call, failed_picks (picks that got no
   prediction and fell back to the composite score), failovers.
 - client_cpu_percent (this process, one core = 100) and servers_cpu_percent (the three
@@ -56,10 +59,10 @@ from typing import Any
 import httpx
 import orjson
 
+from benchmarks.bare_calls import bare_calls
 from benchmarks.traces import all_trace_rows
 from latency_cli.processes import ServerProcess, free_port
 from latency_client import ClientConfig, PodState, PredictionUnavailable, PredictorClient
-from latency_client.http11 import Http11Pool
 from latency_client.picker import pick, prediction_rows
 from latency_client.stats import percentiles
 from latency_client.types import RequestInfo
@@ -225,46 +228,6 @@ async def run_cell(
     }
 
 
-async def bare_calls(url: str, rows: list[dict[str, object]], n: int = 300) -> dict[str, Any]:
-    """One call at a time, `n` each way: through httpx.AsyncClient and through the client's
-    own transport (latency_client.http11), same server and body; wall time per call and
-    this process's CPU time per call (encode, POST, decode)."""
-    route = "/predict/bulk/strict"
-    headers = {"Content-Type": "application/json"}
-
-    async def timed(post: Any) -> dict[str, Any]:
-        walls = []
-        cpu_started = 0.0
-        for i in range(n):
-            if i == 20:  # the first calls open the connection
-                cpu_started = time.process_time()
-            started = time.perf_counter()
-            body = await post(orjson.dumps({"requests": rows}))
-            assert len(orjson.loads(body)["predictions"]) == len(rows)
-            walls.append((time.perf_counter() - started) * 1000.0)
-        cpu_ms = (time.process_time() - cpu_started) * 1000.0 / (n - 20)
-        return {**pct(walls[20:]), "client_cpu_ms_per_call": round(cpu_ms, 3)}
-
-    async with httpx.AsyncClient() as http:
-
-        async def via_httpx(body: bytes) -> bytes:
-            return (await http.post(url + route, content=body, headers=headers)).content
-
-        through_httpx = await timed(via_httpx)
-    pool = Http11Pool()
-
-    async def via_http11(body: bytes) -> bytes:
-        status, answer = await pool.post(url, route, body, headers)
-        assert status == 200
-        return answer
-
-    try:
-        through_http11 = await timed(via_http11)
-    finally:
-        await pool.aclose()
-    return {"http11": through_http11, "httpx": through_httpx}
-
-
 def train(
     trainer: ServerProcess, predictors: list[ServerProcess], trace: list[dict[str, Any]]
 ) -> str:
@@ -330,9 +293,13 @@ def measure(
     result: dict[str, Any] = {
         "model_version": train(trainer, predictors, trace),
         "cpus": pin_all([trainer, *predictors]) if args.pin else "not pinned",
-        "bare_call_ms": asyncio.run(bare_calls(urls[0], bare_rows)),
+        "bare_call_ms": asyncio.run(
+            bare_calls(urls[0], bare_rows, args.bare_calls, args.bare_rounds, args.compare_pool)
+        ),
         "cells": [],
     }
+    if args.bare_only:
+        return result
     default = ClientConfig()
     go_rule = ClientConfig(min_expected_merge=0.0)  # the Go client's rule, for comparison
     plan: list[tuple[float, int, ClientConfig, ServerProcess | None]]
@@ -395,6 +362,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rates", default="500,2000")
     parser.add_argument("--pods", type=int, default=100)
+    parser.add_argument("--bare-only", action="store_true", help="only bare_call_ms, no cells")
+    parser.add_argument("--bare-calls", type=int, default=2000, help="per transport")
+    parser.add_argument("--bare-rounds", type=int, default=10)
+    parser.add_argument(
+        "--compare-pool",
+        type=Path,
+        action="append",
+        default=[],
+        help="a module file with another Http11Pool to add to bare_call_ms (repeatable)",
+    )
     parser.add_argument(
         "--no-pin",
         dest="pin",
@@ -416,7 +393,7 @@ def main() -> None:
         "pods_per_pick": args.pods,
         "seconds_per_cell": args.seconds,
         **result,
-        "targets": targets(result, args.rates),
+        "targets": {} if args.bare_only else targets(result, args.rates),
         "loadavg_before": [round(x, 2) for x in load_before],
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
     }

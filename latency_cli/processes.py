@@ -13,7 +13,9 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -32,13 +34,33 @@ class ServerProcess:
     """`python -m <module> --host 127.0.0.1 --port <port>` with `env` over this process's
     environment, its output appended to `log_path`."""
 
-    def __init__(self, module: str, port: int, env: dict[str, str], log_path: Path,
-                 tls_ca: Path | None = None):
-        """`tls_ca`: the server serves https with a certificate this CA file signed."""
+    def __init__(
+        self,
+        module: str,
+        port: int,
+        env: dict[str, str],
+        log_path: Path,
+        tls_ca: Path | None = None,
+        *,
+        command: Sequence[str] | None = None,
+        base_env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        run_as: tuple[int, int] | None = None,
+    ):
+        """`tls_ca`: the server serves https with a certificate this CA file signed.
+        `command`: the whole command line instead (host and port then come from `env`, the
+        server must bind 127.0.0.1:`port`); `base_env`: the environment `env` goes over
+        instead of this process's; `cwd`: its working directory; `run_as`: (uid, gid) to
+        drop to, with no supplementary groups (needs root)."""
         self.module, self.port, self.env, self.log_path = module, port, env, log_path
         self.url = f"{'https' if tls_ca else 'http'}://127.0.0.1:{port}"
         self.verify: ssl.SSLContext | bool = (
-            ssl.create_default_context(cafile=str(tls_ca)) if tls_ca else True)
+            ssl.create_default_context(cafile=str(tls_ca)) if tls_ca else True
+        )
+        default = [sys.executable, "-m", module, "--host", "127.0.0.1", "--port", str(port)]
+        self.command = list(command) if command is not None else default
+        self.base_env = base_env  # None: this process's, read at each start
+        self.cwd, self.run_as = cwd, run_as
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -49,11 +71,17 @@ class ServerProcess:
         return self.proc.pid
 
     def start(self, ready_timeout: float = 60.0) -> ServerProcess:
+        user: dict[str, Any] = {}
+        if self.run_as is not None:
+            user = {"user": self.run_as[0], "group": self.run_as[1], "extra_groups": []}
         with self.log_path.open("ab") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", self.module, "--host", "127.0.0.1",
-                 "--port", str(self.port)],
-                env={**os.environ, **self.env}, stdout=log, stderr=subprocess.STDOUT,
+                self.command,
+                env={**(os.environ if self.base_env is None else self.base_env), **self.env},
+                cwd=self.cwd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                **user,
             )
         try:
             return self._wait_ready(ready_timeout)
@@ -66,11 +94,15 @@ class ServerProcess:
         deadline = time.monotonic() + ready_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise ServerExited(f"{self.module} exited with {self.proc.returncode}: "
-                                   f"{self.log_path.read_text()[-2000:]}")
+                raise ServerExited(
+                    f"{self.module} exited with {self.proc.returncode}: "
+                    f"{self.log_path.read_text()[-2000:]}"
+                )
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=1.0,
-                             verify=self.verify).status_code == 200:
+                if (
+                    httpx.get(f"{self.url}/readyz", timeout=1.0, verify=self.verify).status_code
+                    == 200
+                ):
                     return self
             except httpx.HTTPError:
                 pass

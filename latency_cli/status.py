@@ -130,7 +130,7 @@ def _read_trainer(c: httpx.Client, url: str, report: dict[str, Any]) -> None:
         split: {t.value: data[key][f"{t.value}_samples"] for t in TARGETS}
         for split, key in (("train", "training_data"), ("test", "test_data"))
     }
-    report["last_retrain"] = _last_retrain(c, url, data.get("last_retrain"))
+    report["last_retrain"] = _last_retrain(c, url, data.get("last_retrain_detail"))
     report["retrain_failures"] = data.get("retrain_failures")
     trainer = data.get("trainer") or {}
     report["leader"] = trainer.get("is_leader")

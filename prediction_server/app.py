@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from prediction_server.lean import keep_scikit_learn_out
 from prediction_server.metrics import PredictionMetrics
 from prediction_server.routes import ops, predict
 from prediction_server.watcher import ModelWatcher
@@ -18,6 +19,7 @@ from shared.settings import PredictionSettings
 from shared.slot import BundleSlot
 from shared.web import auth
 from shared.web.limits import RequestLimits, refused_counter
+from shared.web.server import configure_logging
 
 # A new bundle is loaded and compiled in a worker thread; with CPython's default 5 ms GIL
 # switch interval a request arriving meanwhile could wait that long for the interpreter.
@@ -64,4 +66,7 @@ def create_app(settings: PredictionSettings) -> FastAPI:
 
 def create_app_from_env() -> FastAPI:
     """Factory for uvicorn worker processes: each builds its own app and model slot."""
-    return create_app(PredictionSettings())
+    keep_scikit_learn_out()
+    settings = PredictionSettings()
+    configure_logging(settings.log_level)
+    return create_app(settings)

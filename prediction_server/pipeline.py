@@ -3,7 +3,8 @@
 /predict/bulk/strict decodes its body's bytes with msgspec straight into feature columns,
 never into per-row objects (pydantic judges only what msgspec declines, for its exact
 error); the bundle predicts both targets at once; the answer is built as bytes. /predict
-and /predict/bulk take rows FastAPI already parsed and share the predict and encode steps.
+and /predict/bulk take rows FastAPI already validated (a whole body, as the llm-d service
+does) and share the predict and encode steps.
 A single prediction is a batch of one. Bad input raises InvalidBatch, which the routes
 turn into the contract's 422.
 """
@@ -15,18 +16,16 @@ from typing import Any
 
 import numpy as np
 import orjson
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from prediction_server.errors import InvalidBatch, errors_at
 from shared.decoding import decode_prediction_rows, decode_strict_body
 from shared.features import Columns, columns_from_dicts
 from shared.predictor import LoadedBundle
-from shared.schemas import PredictionRequest
 from shared.targets import Target
 from shared.wire import json_bytes, prediction_payloads, predictions_json
 
 Predictions = dict[Target, np.ndarray]
-_ROW = TypeAdapter(PredictionRequest)
 
 
 # decode -----------------------------------------------------------------------------------
@@ -45,21 +44,6 @@ def decode_strict(raw: bytes, max_rows: int) -> Columns:
 def decode_rows(rows: list[dict[str, Any]]) -> Columns:
     """Rows FastAPI has validated already (model_dump of PredictionRequest)."""
     return columns_from_dicts(rows)
-
-
-def split_bulk_rows(
-    rows: list[Any],
-) -> tuple[list[tuple[int, dict[str, Any]]], list[dict[str, Any]]]:
-    """/predict/bulk: the valid rows with their index, and one error entry per invalid row
-    (index, one line naming each bad field, the row as sent)."""
-    valid: list[tuple[int, dict[str, Any]]] = []
-    errors: list[dict[str, Any]] = []
-    for index, raw in enumerate(rows):
-        try:
-            valid.append((index, _ROW.validate_python(raw).model_dump()))
-        except ValidationError as exc:
-            errors.append({"index": index, "error": _describe(exc), "request": raw})
-    return valid, errors
 
 
 def too_many(rows: int, limit: int) -> InvalidBatch:
@@ -95,17 +79,23 @@ def _strict_rows(raw: bytes, max_rows: int) -> list[Any]:
     return rows
 
 
-def _describe(exc: ValidationError) -> str:
-    """One line naming each bad field: "kv_cache_percentage: Input should be ..."."""
-    return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)
-    )
-
-
 # predict ----------------------------------------------------------------------------------
 def predict(bundle: LoadedBundle, columns: Columns) -> Predictions:
     """Both targets in ms from one bundle (a caller holds one reference: never a mix)."""
     return bundle.predict(columns)
+
+
+def failed_rows(predictions: Predictions, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """/predict/bulk: one error entry (index, why, the row) per valid row whose prediction
+    is not a finite number (a damaged model), which its answer leaves null."""
+    finite = {target: np.isfinite(values) for target, values in predictions.items()}
+    failed = ~np.logical_and.reduce(list(finite.values()))
+    errors = []
+    for index in np.flatnonzero(failed).tolist():
+        bad = ", ".join(target.value for target, ok in finite.items() if not ok[index])
+        errors.append({"index": index, "error": f"{bad} prediction is not a finite number",
+                       "request": rows[index]})
+    return errors
 
 
 # encode -----------------------------------------------------------------------------------
@@ -122,20 +112,17 @@ def encode_strict(bundle: LoadedBundle, predictions: Predictions, rows: int,
     return b'{"predictions":' + predictions_json(bundle, predictions) + b"," + tail[1:]
 
 
-def encode_bulk(bundle: LoadedBundle, total: int, valid: list[tuple[int, dict[str, Any]]],
-                predictions: Predictions | None, errors: list[dict[str, Any]],
+def encode_bulk(bundle: LoadedBundle, predictions: Predictions, errors: list[dict[str, Any]],
                 started: float) -> bytes:
     """Per-row answers in input order: a prediction, or null with an entry in `errors`."""
-    answers: list[dict[str, Any] | None] = [None] * total
-    if predictions is not None:
-        for (index, _), payload in zip(valid, prediction_payloads(bundle, predictions),
-                                       strict=True):
-            answers[index] = payload
-    return json_bytes({  # a bad row is echoed as sent: any integer, any size
+    answers: list[dict[str, Any] | None] = list(prediction_payloads(bundle, predictions))
+    for error in errors:
+        answers[error["index"]] = None
+    return json_bytes({
         "predictions": answers,
         "errors": errors,
-        "total_requests": total,
-        "successful_predictions": len(valid),
+        "total_requests": len(answers),
+        "successful_predictions": len(answers) - len(errors),
         "failed_predictions": len(errors),
         "processing_time_ms": (time.perf_counter() - started) * 1000.0,
         "model_version": bundle.version,

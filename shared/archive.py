@@ -1,7 +1,10 @@
 """Bundle archives (tar.gz): export a published version, import one to seed a cold start.
 
 An import is verified exactly like a bundle the trainer wrote (manifest, sha256 of every
-file, feature counts) before it is renamed into place and published.
+file, feature counts) before it is renamed into place and published; a file its manifest
+does not list is refused. A trainer with no bundle yet exports its cold-start state: a
+`metadata.json` naming the documented prior (plus llm-d's legacy files of the prior when
+those are on), which holds no model to import and is refused as such.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import shutil
 import tarfile
 import tempfile
 import zlib
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,20 +25,27 @@ from shared.artifact import (
     MANIFEST,
     VERSIONS_DIR,
     BundleError,
+    Manifest,
     bundle_dir_for,
     load_models,
     prune_versions,
     publish_pointer,
     read_manifest,
+    verify_legacy_files,
 )
 
 METADATA = "metadata.json"
 
 
 def pack_bundle(bundle_dir: Path, metadata: dict[str, Any]) -> bytes:
+    return pack_files(sorted(bundle_dir.iterdir()), metadata)
+
+
+def pack_files(paths: Sequence[Path], metadata: dict[str, Any]) -> bytes:
+    """A tar.gz of `paths` (by file name, with their own mtimes) and metadata.json."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for path in sorted(bundle_dir.iterdir()):
+        for path in paths:
             tar.add(path, arcname=path.name, recursive=False)
         data = json.dumps(metadata, indent=2, default=str).encode()
         info = tarfile.TarInfo(METADATA)
@@ -54,14 +65,29 @@ def import_bundle(model_dir: Path, archive: bytes, *, keep: int = 5) -> str:
                 members = tar.getmembers()
                 if any(not m.isfile() or "/" in m.name or m.name.startswith(".") for m in members):
                     raise BundleError("archive may hold only plain files at its top level")
-                tar.extractall(staging, members=members, filter="data")
+                for member in members:  # plain files named without a path (checked above)
+                    # Read and written by hand: no owner, mode or time from the archive, and
+                    # no need for extractall's `filter` (Python >= 3.11.4; Debian 12 has 3.11.2).
+                    source = tar.extractfile(member)
+                    if source is None:
+                        raise BundleError(f"{member.name} is not a regular file")
+                    (staging / member.name).write_bytes(source.read())
         except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
             raise BundleError(f"not a readable tar.gz bundle: {exc}") from exc
-        (staging / METADATA).unlink(missing_ok=True)
+        metadata = staging / METADATA
+        cold_start = metadata.is_file() and _is_cold_start(metadata)
+        metadata.unlink(missing_ok=True)
         if not (staging / MANIFEST).is_file():
+            if cold_start:
+                raise BundleError(
+                    "a cold-start export holds no trained model to import (a "
+                    "server with no model already serves the documented prior)"
+                )
             raise BundleError(f"archive has no {MANIFEST}")
         manifest = read_manifest(staging)
+        _refuse_unlisted(staging, manifest)
         load_models(staging, manifest)
+        verify_legacy_files(staging, manifest)
         final = bundle_dir_for(model_dir, manifest.version)
         if final.exists():
             shutil.rmtree(staging)
@@ -76,3 +102,22 @@ def import_bundle(model_dir: Path, archive: bytes, *, keep: int = 5) -> str:
     publish_pointer(model_dir, manifest.version)
     prune_versions(model_dir, keep=keep)
     return manifest.version
+
+
+def _is_cold_start(metadata: Path) -> bool:
+    try:
+        return json.loads(metadata.read_bytes()).get("cold_start") is True
+    except (ValueError, AttributeError):
+        return False
+
+
+def _refuse_unlisted(staging: Path, manifest: Manifest) -> None:
+    """Nothing but what the manifest lists (and checksums) enters a bundle directory."""
+    listed = {
+        MANIFEST,
+        *manifest.legacy_files,
+        *(e.file for e in manifest.targets.values() if e.file),
+    }
+    extra = sorted(p.name for p in staging.iterdir() if p.name not in listed)
+    if extra:
+        raise BundleError(f"{manifest.version}: files its manifest does not list: {extra}")

@@ -2,6 +2,8 @@
 
     <model_dir>/versions/<version>/manifest.json   what the bundle is, sha256 of every file
     <model_dir>/versions/<version>/ttft.json ...   models in the library's native format
+    <model_dir>/versions/<version>/ttft.joblib ... with LATENCY_LEGACY_ARTIFACTS=joblib only:
+                                                  llm-d's pickles for its servers, never loaded here
     <model_dir>/CURRENT                           the published version's name
 
 A bundle is written into a hidden temporary directory, fsynced, renamed into `versions/`,
@@ -15,6 +17,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -64,6 +67,14 @@ class Manifest(BaseModel):
     quantile: float
     targets: dict[Target, TargetManifest]
     library_versions: dict[str, str] = {}
+    # Files for other servers to load (llm-d's ttft.joblib, tpot.joblib: training_server.
+    # legacy), name -> sha256: verified on import, never loaded here. Written only when
+    # present, so bundles without them read as before.
+    legacy_files: dict[str, str] = {}
+
+    def to_json(self) -> bytes:
+        exclude = None if self.legacy_files else {"legacy_files"}
+        return self.model_dump_json(indent=2, exclude=exclude).encode()
 
 
 def new_version(now: datetime | None = None) -> str:
@@ -121,8 +132,10 @@ def write_bundle(
     models: dict[Target, Any | None],
     *,
     keep: int = 5,
+    legacy_files: Mapping[str, bytes] | None = None,
 ) -> Path:
-    """Save `models` with the manifest's backend, publish them as `manifest.version`."""
+    """Save `models` with the manifest's backend (and `legacy_files`, name -> bytes, listed
+    with their sha256), publish them as `manifest.version`."""
     backend = backend_for(manifest.model_type)
     versions = model_dir / VERSIONS_DIR
     versions.mkdir(parents=True, exist_ok=True)
@@ -140,7 +153,8 @@ def write_bundle(
             with path.open("rb") as fh:
                 os.fsync(fh.fileno())
             entry.sha256 = sha256_file(path)
-        _write_durably(staging / MANIFEST, manifest.model_dump_json(indent=2).encode())
+        manifest.legacy_files = _write_legacy_files(staging, manifest, legacy_files or {})
+        _write_durably(staging / MANIFEST, manifest.to_json())
         _fsync_dir(staging)
         final = versions / manifest.version
         os.rename(staging, final)
@@ -155,6 +169,28 @@ def write_bundle(
         raise
     prune_versions(model_dir, keep=keep)
     return final
+
+
+def _write_legacy_files(staging: Path, manifest: Manifest,
+                        files: Mapping[str, bytes]) -> dict[str, str]:
+    taken = {MANIFEST, *(e.file for e in manifest.targets.values() if e.file)}
+    digests = {}
+    for name, data in files.items():
+        if name in taken or Path(name).name != name or name.startswith("."):
+            raise BundleError(f"invalid legacy file name {name!r}")
+        _write_durably(staging / name, data)
+        digests[name] = hashlib.sha256(data).hexdigest()
+    return digests
+
+
+def verify_legacy_files(bundle_dir: Path, manifest: Manifest) -> None:
+    """Check each listed legacy file against its sha256 (they are served, never loaded)."""
+    for name, digest in manifest.legacy_files.items():
+        path = bundle_dir / name
+        if path.parent != bundle_dir or not path.is_file():
+            raise BundleError(f"{manifest.version}: missing legacy file {name!r}")
+        if sha256_file(path) != digest:
+            raise BundleError(f"{manifest.version}: checksum mismatch for {name}")
 
 
 def _drop_unpublished(model_dir: Path, folder: Path, version: str) -> None:

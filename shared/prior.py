@@ -12,12 +12,35 @@ would route too much load to one pod before the first real model lands.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from shared.features import FEATURES, Columns
 from shared.targets import Target
 
 PRIOR_VERSION = "cold-start-prior"
+
+# The formula's terms: ms per unit of each feature column it reads (intercepts apart), as
+# written above (tests/shared/test_prior.py holds prior_predict to them). A column that
+# enters only through another (input_token_length and prefix_cache_score, through
+# effective_input_tokens) has no term of its own.
+PRIOR_WEIGHTS: dict[Target, dict[str, float]] = {
+    Target.TTFT: {
+        "effective_input_tokens": 0.1,
+        "prefill_tokens_in_flight": 0.1,
+        "num_request_waiting": 200.0,
+    },
+    Target.TPOT: {"num_request_running": 0.5, "kv_cache_percentage": 20.0},
+}
+PRIOR_INTERCEPTS = {Target.TTFT: 50.0, Target.TPOT: 10.0}
+
+
+def prior_importances(target: Target, names: Sequence[str]) -> dict[str, float]:
+    """The prior's importances over `names` (and any column it reads beyond them): its weight
+    per column, 0 for a column without a term of its own."""
+    weights = PRIOR_WEIGHTS[target]
+    return {name: weights.get(name, 0.0) for name in [*names, *weights]}
 
 
 def prior_predict(target: Target, columns: Columns) -> np.ndarray:

@@ -114,10 +114,6 @@ class BulkPredictionRequest(_Request):
     requests: list[PredictionRequest] = Field(min_length=1)
 
 
-class BulkPredictionEnvelope(_Request):
-    requests: list[dict[str, Any]] = Field(min_length=1)
-
-
 class PredictionResponse(BaseModel):
     ttft_ms: float
     tpot_ms: float
@@ -130,6 +126,8 @@ class PredictionResponse(BaseModel):
 
 
 class BulkPredictionError(BaseModel):
+    """/predict/bulk: a valid row whose prediction failed (answered null)."""
+
     index: int
     error: str
     request: Any

@@ -4,16 +4,29 @@ Every setting is read from LATENCY_<FIELD NAME> (LATENCY_DB_URL for `db_url`), e
 names operators already set for the llm-d predictor (../shared/spec/api.md section 7) and
 the bind addresses, which are explicit aliases (`_unprefixed`). Settings validate
 themselves when built: a half-configured TLS pair is refused at start-up.
+
+Run by llm-d's Helm chart (../shared/spec/llm-d-chart.md), a server is told only llm-d's
+names; what ours leave unset is derived from them (`derived`, logged once at start-up):
+the directories from LATENCY_TTFT_MODEL_PATH / LOCAL_TTFT_MODEL_PATH, the worker count
+from UVICORN_WORKERS, and whether a prediction server mirrors bundles from the trainer.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Self
 
-from pydantic import AliasChoices, Field, SecretStr, model_validator
+from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.model_source import ModelSource, model_source_for
+
+# Our folder inside a volume llm-d's chart gives (/models, /server_models): no name of ours
+# can clash with the *.joblib files llm-d's own tools keep there.
+LLM_D_HOME = "latency-predictor"
 
 
 class ModelType(StrEnum):
@@ -34,14 +47,48 @@ class Calibration(StrEnum):
     ADAPTIVE = "adaptive"  # that, times a live factor that tracks the served misses
 
 
+@dataclass(frozen=True)
+class Derived:
+    """A setting left unset and derived from another variable."""
+
+    name: str  # the environment name of the derived setting
+    value: str
+    source: str  # the variable it came from, with its value (or the reason)
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.value} (derived from {self.source})"
+
+
+class LegacyArtifacts(StrEnum):
+    """Extra model files the trainer writes beside each bundle, for other servers to load."""
+
+    NONE = "none"
+    JOBLIB = "joblib"  # llm-d's pickled ttft/tpot.joblib (training_server.legacy)
+
+
+# What LegacyArtifacts.JOBLIB needs: the `legacy` extra (pip name -> module).
+LEGACY_LIBRARIES = {"joblib": "joblib", "scikit-learn": "sklearn", "pandas": "pandas"}
+
+
 def _unprefixed(name: str) -> AliasChoices:
     """An environment name without the LATENCY_ prefix (an llm-d name, a bind address)."""
     return AliasChoices(name)
 
 
+def env_name(settings: type[BaseSettings], field: str) -> str:
+    """The environment variable a setting is read from."""
+    alias = settings.model_fields[field].validation_alias
+    if isinstance(alias, AliasChoices):
+        return str(alias.choices[0])
+    return f"{settings.model_config.get('env_prefix', '')}{field}".upper()
+
+
+def _llm_d_home(llm_d_model_path: Path) -> Path:
+    return llm_d_model_path.parent / LLM_D_HOME
+
+
 class CommonSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="LATENCY_", extra="ignore",
-                                      populate_by_name=True)
+    model_config = SettingsConfigDict(env_prefix="LATENCY_", extra="ignore", populate_by_name=True)
 
     model_dir: Path = Path("./var/models")
     model_type: ModelType = ModelType.XGBOOST
@@ -63,11 +110,30 @@ class CommonSettings(BaseSettings):
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
 
+    _derived: tuple[Derived, ...] = PrivateAttr(())
+
     @model_validator(mode="after")
     def _tls_both_or_neither(self) -> Self:
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
             raise ValueError("TLS needs both LATENCY_TLS_CERT_FILE and LATENCY_TLS_KEY_FILE")
         return self
+
+    @property
+    def derived(self) -> tuple[Derived, ...]:
+        """The settings this server derived from other variables, in the order derived."""
+        return self._derived
+
+    def startup_lines(self) -> list[str]:
+        """What a server logs once at start-up about where its settings came from."""
+        return [str(d) for d in self._derived]
+
+    def _unset(self, field: str) -> bool:
+        return field not in self.model_fields_set
+
+    def _derive(self, field: str, value: object, source: str) -> None:
+        setattr(self, field, value)
+        shown = str(value).lower() if isinstance(value, bool) else str(value)
+        self._derived = (*self._derived, Derived(env_name(type(self), field), shown, source))
 
 
 class TrainingSettings(CommonSettings):
@@ -102,6 +168,36 @@ class TrainingSettings(CommonSettings):
     # Bulk ingestions waiting on the store at once; more answer 429 (shed, counted) so a
     # flood costs bounded memory instead of a growing queue of decoded batches.
     max_concurrent_ingests: int = Field(4, ge=1)
+    # llm-d's chart: where its trainer keeps the TTFT model, on the only volume it can write.
+    ttft_model_path: Path | None = Field(
+        None, validation_alias=_unprefixed("LATENCY_TTFT_MODEL_PATH")
+    )
+
+    @model_validator(mode="after")
+    def _derive_from_llm_d_paths(self) -> Self:
+        """Unset, the model directory and the SQLite store go beside llm-d's model file."""
+        path = self.ttft_model_path
+        if path is None:
+            return self
+        source = f"LATENCY_TTFT_MODEL_PATH={path}"
+        if self._unset("model_dir"):
+            self._derive("model_dir", _llm_d_home(path) / "models", source)
+        if self._unset("db_url"):
+            self._derive("db_url", f"sqlite:///{_llm_d_home(path) / 'latency.db'}", source)
+        return self
+
+    # Off by default: whoever answers the model URL runs code in any server loading these.
+    legacy_artifacts: LegacyArtifacts = LegacyArtifacts.NONE
+
+    @model_validator(mode="after")
+    def _legacy_libraries_installed(self) -> Self:
+        if self.legacy_artifacts is LegacyArtifacts.NONE:
+            return self
+        missing = [pip for pip, module in LEGACY_LIBRARIES.items() if find_spec(module) is None]
+        if missing:
+            raise ValueError(f"LATENCY_LEGACY_ARTIFACTS=joblib needs {', '.join(missing)}: "
+                             "pip install 'latency-predictor[legacy]'")
+        return self
 
 
 class PredictionSettings(CommonSettings):
@@ -115,8 +211,48 @@ class PredictionSettings(CommonSettings):
     )
     # 0: one worker per CPU of the container's quota (shared/cpus.py); each holds a model.
     workers: int = Field(0, ge=0)
+    # llm-d's chart sets it; LATENCY_WORKERS wins when both are set.
+    uvicorn_workers: int | None = Field(None, ge=1, validation_alias=_unprefixed("UVICORN_WORKERS"))
     # For pods without the shared model volume: mirror bundles from TRAINING_SERVER_URL.
+    # Unset, it is derived (model_source_for).
     sync_from_trainer: bool = False
+    # llm-d's chart: the model file on this prediction container's own volume.
+    local_ttft_model_path: Path | None = Field(
+        None, validation_alias=_unprefixed("LOCAL_TTFT_MODEL_PATH")
+    )
+    _model_source: tuple[ModelSource, str] = PrivateAttr((ModelSource.SHARED_DIR, ""))
+
+    @property
+    def model_source(self) -> ModelSource:
+        return self._model_source[0]
+
+    @property
+    def model_source_reason(self) -> str:
+        return self._model_source[1]
+
+    def startup_lines(self) -> list[str]:
+        lines = super().startup_lines()
+        if self.uvicorn_workers is not None and self.workers != self.uvicorn_workers:
+            lines.append(f"UVICORN_WORKERS={self.uvicorn_workers} ignored: LATENCY_WORKERS wins")
+        return [*lines, f"model source: {self.model_source.value} ({self.model_source_reason})"]
+
+    @model_validator(mode="after")
+    def _derive_from_llm_d_names(self) -> Self:
+        """Unset, the model directory, the worker count and whether to mirror bundles from
+        the trainer follow llm-d's variables and what the model directory holds."""
+        if self.local_ttft_model_path is not None and self._unset("model_dir"):
+            home = _llm_d_home(self.local_ttft_model_path)
+            self._derive(
+                "model_dir", home / "models", f"LOCAL_TTFT_MODEL_PATH={self.local_ttft_model_path}"
+            )
+        if self.uvicorn_workers is not None and self._unset("workers"):
+            self._derive("workers", self.uvicorn_workers, f"UVICORN_WORKERS={self.uvicorn_workers}")
+        explicit = None if self._unset("sync_from_trainer") else self.sync_from_trainer
+        source, reason = model_source_for(self.model_dir, self.training_server_url, explicit)
+        if explicit is None and source is ModelSource.TRAINER_SYNC:
+            self._derive("sync_from_trainer", True, reason)
+        self._model_source = (source, reason)
+        return self
 
 
 def env_names(settings: type[CommonSettings]) -> set[str]:

@@ -7,14 +7,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.concurrency import run_in_threadpool
 
 from shared.artifact import BundleError
 from shared.predictor import LoadedBundle, load_current_bundle
-from shared.settings import TrainingSettings
+from shared.settings import LegacyArtifacts, TrainingSettings
 from shared.web import auth
 from shared.web.limits import RequestLimits, refused_counter
 from shared.web.predict_metrics import PredictMetrics
-from training_server import migrate
+from training_server import legacy_files, migrate
 from training_server.db import make_engine
 from training_server.leadership import make_leadership
 from training_server.live_calibrator import LiveCalibrator
@@ -50,6 +51,9 @@ def create_app(settings: TrainingSettings, *, start_loop: bool = True) -> FastAP
         published = _published(settings)
         if published is not None:
             slot.publish(published)
+        if settings.legacy_artifacts is not LegacyArtifacts.NONE:
+            # llm-d prediction servers are ready only with a model: the prior's, until then.
+            await run_in_threadpool(legacy_files.publish_prior_files, settings)
         # Several replicas may share the store: every one ingests, only the leader retrains.
         retrainer = Retrainer(settings, store, metrics, slot, make_leadership(engine))
         calibrator = LiveCalibrator(settings, store, metrics, slot, lambda: retrainer.is_leader)

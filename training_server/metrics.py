@@ -6,6 +6,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from shared.backends import backend_for
+from shared.features import feature_names
+from shared.predictor import LoadedBundle
+from shared.prior import prior_importances
+from shared.settings import TrainingSettings
 from shared.targets import TARGETS
 from training_server.tables import RETRAIN_DETAILS, RETRAIN_METRICS
 
@@ -90,6 +95,23 @@ class TrainingMetrics:
 
     def render(self, legacy_lines: list[str]) -> bytes:
         return ("\n".join(legacy_lines) + "\n").encode() + generate_latest(self.registry)
+
+
+def served_importances(bundle: LoadedBundle | None,
+                       settings: TrainingSettings) -> dict[str, dict[str, float]]:
+    """Feature importances per target of what is served: the trees' gain for a trained
+    model, else the cold-start prior's weights (shared.prior.prior_importances)."""
+    out = {}
+    for target in TARGETS:
+        if bundle is not None and bundle.has_model(target):
+            model = bundle.models[target]
+            out[target.value] = backend_for(bundle.model_type).importances(
+                model, bundle.features[target])
+        else:
+            names = feature_names(target, token_in_flight=settings.enable_token_in_flight_features,
+                                  encoder=settings.enable_encoder_features)
+            out[target.value] = prior_importances(target, names)
+    return out
 
 
 def legacy_lines(

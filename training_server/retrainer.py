@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+import numpy as np
+
 from shared.artifact import (
     BundleError,
     Manifest,
@@ -30,12 +32,13 @@ from shared.artifact import (
     write_bundle,
 )
 from shared.backends import backend_for, library_versions
-from shared.features import feature_names
-from shared.predictor import load_bundle, prior_bundle
-from shared.settings import Calibration, TrainingSettings
+from shared.features import Columns, feature_names
+from shared.predictor import LoadedBundle, load_bundle, prior_bundle
+from shared.settings import Calibration, LegacyArtifacts, TrainingSettings
 from shared.slot import BundleSlot
 from shared.target_space import space_for
 from shared.targets import TARGETS, Target
+from training_server import legacy_files
 from training_server.evaluation import evaluate
 from training_server.leadership import AlwaysLeader, Leadership
 from training_server.metrics import TrainingMetrics
@@ -93,6 +96,8 @@ class RetrainRun:
     watermark: int  # highest sample id this retrain sees
     window_limit: int  # rows per target it fits on
     fits: dict[Target, TargetFit] = field(default_factory=dict)
+    # The training rows of each target (columns, actual ms), for the legacy files.
+    windows: dict[Target, tuple[Columns, np.ndarray]] = field(default_factory=dict)
 
     def duration_s(self) -> float:
         return time.perf_counter() - self.t0
@@ -140,8 +145,15 @@ class Retrainer:
         history = self.store.list_retrains(limit=1, ok_only=True)
         if history:
             self.state.last_success = history[0]
-            if published is not None and history[0]["version"] == published.version:
+            if (published is not None and history[0]["version"] == published.version
+                    and not self._lacks_legacy_files(published)):
                 self.state.trained_through = history[0]["max_sample_id"]
+
+    def _lacks_legacy_files(self, bundle: LoadedBundle) -> bool:
+        """Legacy files are on but this bundle was written without them: retrain (from the
+        stored rows) so the next bundle has them."""
+        wanted = self.settings.legacy_artifacts is not LegacyArtifacts.NONE
+        return wanted and bundle.manifest is not None and not bundle.manifest.legacy_files
 
     @property
     def is_leader(self) -> bool:
@@ -231,9 +243,10 @@ class Retrainer:
                 token_in_flight=s.enable_token_in_flight_features,
                 encoder=s.enable_encoder_features,
             )
+            run.windows[target] = self.store.window(target, test=False, limit=run.window_limit)
             fits[target] = fit_target(
                 backend, fit_params(s, target, names), names,
-                self.store.window(target, test=False, limit=run.window_limit),
+                run.windows[target],
                 self.store.window(target, test=True, limit=s.max_test_data_size),
                 space=space_for(target),
                 min_samples=s.min_samples_for_retrain,
@@ -279,7 +292,8 @@ class Retrainer:
         the next tick must not publish yet another version of the same rows."""
         s = self.settings
         write_bundle(s.model_dir, manifest, {t: f.model for t, f in run.fits.items()},
-                     keep=s.keep_model_versions)
+                     keep=s.keep_model_versions,
+                     legacy_files=legacy_files.for_bundle(s, run.fits, run.windows))
         bundle = load_bundle(s.model_dir, manifest.version)
         previous_through = self.state.trained_through
         self.slot.publish(bundle)

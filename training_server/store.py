@@ -126,6 +126,23 @@ class SampleStore:
             self.last_counts = _counts(conn)
         return self.last_counts
 
+    def queue_counts(self) -> dict[str, int]:
+        """Training rows per target split by queue state, as llm-d's ensemble would split
+        them: {"ttft_noqueue_samples": rows with num_request_waiting == 0,
+        "ttft_queued_samples": rows with num_request_waiting > 0, "tpot_...": ...}."""
+        c = samples.c
+        queued = (c.num_request_waiting > 0).label("queued")
+        stmt = (select(c.measures, queued, func.count()).where(c.is_test.is_(False))
+                .group_by(c.measures, queued))
+        out = {f"{t.value}_{state}_samples": 0 for t in TARGETS for state in ("noqueue", "queued")}
+        with self.engine.connect() as conn:
+            for measures, is_queued, count in conn.execute(stmt):
+                for target, bit in TARGET_BITS.items():
+                    if measures & bit:
+                        state = "queued" if is_queued else "noqueue"
+                        out[f"{target.value}_{state}_samples"] += count
+        return out
+
     def max_sample_id(self) -> int:
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.coalesce(func.max(samples.c.id), 0))).scalar_one())

@@ -60,7 +60,13 @@ async def status(bundle: ServingBundle, settings: SettingsDep,
         **_model_fields(bundle),
         "last_model_load": None if bundle.is_prior else rfc3339(bundle.loaded_at),
         "training_server_url": settings.training_server_url,
+        # shared-dir or trainer-sync, and why (shared.model_source)
+        "model_source": settings.model_source.value,
+        "model_source_reason": settings.model_source_reason,
         "models_exist": {f"{t.value}_model": bundle.has_model(t) for t in TARGETS},
+        # llm-d's queue-gated ensemble (separate no-queue and queued models): never served
+        # here, where is_queued and the queue length are features of one model per target.
+        "ensemble_active": False,
         "cold_start": bundle.is_prior,
         "refused_versions": watcher.refused,
         # log-factors on the model's answer: the bundle's conformal one and the live one

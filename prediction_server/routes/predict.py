@@ -19,7 +19,7 @@ from prediction_server.errors import InvalidBatch
 from shared.features import Columns
 from shared.predictor import LoadedBundle
 from shared.schemas import (
-    BulkPredictionEnvelope,
+    BulkPredictionRequest,
     BulkPredictionResponse,
     PredictionRequest,
     PredictionResponse,
@@ -90,23 +90,23 @@ async def predict_bulk_strict(request: Request, bundle: ServingBundle, settings:
 
 
 @router.post("/predict/bulk", response_model=BulkPredictionResponse)
-async def predict_bulk(envelope: BulkPredictionEnvelope, bundle: ServingBundle,
+async def predict_bulk(body: BulkPredictionRequest, bundle: ServingBundle,
                        settings: SettingsDep, metrics: MetricsDep) -> Response:
-    """Per-row errors: invalid rows answer null with an entry in `errors`."""
+    """The body is validated whole first, as in the llm-d service: a row with a missing field
+    or a wrong type answers 422 naming body.requests.<i>.<field>. `errors` lists the valid
+    rows whose prediction failed (not a finite number), each answered null."""
     started = time.perf_counter()
-    total = len(envelope.requests)
+    total = len(body.requests)
     if total > settings.max_rows_per_call:
         raise RequestValidationError(pipeline.too_many(total, settings.max_rows_per_call).errors)
-    valid, errors = pipeline.split_bulk_rows(envelope.requests)
-    predictions = None
-    if valid:
-        columns = pipeline.decode_rows([row for _, row in valid])
-        predictions = await _predicted(bundle, columns, len(valid))
+    rows = [row.model_dump() for row in body.requests]
+    predictions = await _predicted(bundle, pipeline.decode_rows(rows), total)
+    errors = pipeline.failed_rows(predictions, rows)
     if errors:
-        metrics.predict.errors.labels("bulk", "invalid_row").inc(len(errors))
-    body = pipeline.encode_bulk(bundle, total, valid, predictions, errors, started)
-    metrics.predict.observe("bulk", time.perf_counter() - started, len(valid))
-    return Response(body, media_type="application/json")
+        metrics.predict.errors.labels("bulk", "prediction_failed").inc(len(errors))
+    answer = pipeline.encode_bulk(bundle, predictions, errors, started)
+    metrics.predict.observe("bulk", time.perf_counter() - started, total - len(errors))
+    return Response(answer, media_type="application/json")
 
 
 @router.post("/predict", response_model=PredictionResponse)

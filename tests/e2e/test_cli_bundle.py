@@ -1,6 +1,7 @@
 """`latency-predictor export` and `import` with real servers on 127.0.0.1: an export imported
 into an empty model directory seeds a prediction server's cold start; a training server with
-no model has nothing to export until a bundle is imported; broken archives are refused."""
+no model exports its cold start (the prior, which import refuses) until a bundle is
+imported; broken archives are refused."""
 
 from __future__ import annotations
 
@@ -95,16 +96,25 @@ def test_import_into_an_empty_model_dir_seeds_a_cold_start(trainer, exported, tm
     assert report["prediction"][0]["lags_trainer"] is False
 
 
-def test_a_trainer_without_a_model_exports_nothing_until_an_import(exported, tmp_path) -> None:
+def test_a_trainer_without_a_model_exports_its_cold_start_until_an_import(
+    exported, tmp_path
+) -> None:
+    """A cold start exports (from its first second) an archive naming the documented prior;
+    it holds no model, so importing it is refused with the reason."""
     archive, version = exported
     fresh = started("training_server", server_env(tmp_path), tmp_path / "fresh.log")
     try:
         done = cli("export", "--url", fresh.url, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        cold = tmp_path / "model-cold-start-prior.tar.gz"
+        assert done.stdout.startswith(f"exported model cold-start-prior to {cold.name} (")
+        with tarfile.open(cold, "r:gz") as tar:
+            assert tar.getnames() == ["metadata.json"]
+        done = cli("import", str(cold), "--url", fresh.url)
         assert done.returncode == 1
-        assert done.stderr.strip() == (
-            f"latency-predictor export: the training server at {fresh.url} has no model to "
-            "export: no model is published yet")
-        assert not list(tmp_path.glob("*.tar.gz")) and not list(tmp_path.glob(".*.part"))
+        assert "bundle refused: a cold-start export holds no trained model" in done.stderr
+        cold.unlink()
+        assert not list(tmp_path.glob(".*.part"))
 
         broken = tmp_path / "broken.tar.gz"
         broken.write_bytes(archive.read_bytes()[:2000])

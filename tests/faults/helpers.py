@@ -117,7 +117,7 @@ def first_bundle(trainer: ServerProcess, rows: int = 300, seed: int = 1) -> str:
 
     def recorded() -> str | None:
         status = data_status(trainer.url)
-        last = status["last_retrain"] or {}
+        last = status["last_retrain_detail"] or {}
         version = status["model_version"]
         return version if version and last.get("version") == version else None
 

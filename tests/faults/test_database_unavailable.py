@@ -76,7 +76,7 @@ def assert_retrains_again(trainer: ServerProcess, model_dir: Path, after: str) -
     status = data_status(trainer.url)
     assert status["retrain_failures"]["consecutive"] == 0
     assert status["retrain_failures"]["last_error"] is None
-    assert status["last_retrain"]["status"] == "ok"
+    assert status["last_retrain_detail"]["status"] == "ok"
     assert metric(trainer.url, "latency_retrain_consecutive_failures") == 0.0
     assert read_current_version(model_dir) == version
     assert published_version(model_dir) == version

@@ -64,7 +64,7 @@ def test_failing_retrains_are_counted_then_recover(tmp_path: Path) -> None:
         assert failures["total"] == failures["consecutive"]
         assert failures["last_error"].startswith("FileExistsError")
         assert status["model_version"] == v1
-        assert status["last_retrain"]["version"] == v1  # the last success, still shown
+        assert status["last_retrain_detail"]["version"] == v1  # the last success, still shown
         assert httpx.get(f"{trainer.url}/healthz").json()["status"] == "degraded"
         in_a_row = present_metric(trainer.url, "latency_retrain_consecutive_failures")
         assert in_a_row >= DEGRADED_AFTER

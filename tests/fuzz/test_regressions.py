@@ -79,16 +79,18 @@ def test_a_body_that_is_not_utf8_answers_422(prediction: TestClient) -> None:
         assert response.status_code == 422, (path, response.text)
 
 
-def test_bulk_echoes_a_bad_row_holding_any_integer(prediction: TestClient) -> None:
-    """Was 500: orjson cannot write integers past 64 bits, and the bad row is echoed."""
+def test_bulk_refuses_a_bad_row_holding_any_integer(prediction: TestClient) -> None:
+    """Was 500: orjson cannot write integers past 64 bits, and the bad row was echoed (in a
+    per-row error, before /predict/bulk validated whole bodies; now in the 422's input)."""
     huge = -(2**63) - 1
     response = prediction.post("/predict/bulk", content=json.dumps(
         {"requests": [prediction_row(), {"": huge, "input_token_length": 2**70}]}), headers=JSON)
-    assert response.status_code == 200, response.text
-    body = response.json()
-    assert body["predictions"][1] is None and body["predictions"][0]["ttft_ms"] > 0
-    assert body["errors"][0]["request"] == {"": huge, "input_token_length": 2**70}  # exact
-    assert "input_token_length" in body["errors"][0]["error"]
+    locations = detail_locations(response)
+    assert ["body", "requests", 1, "input_token_length"] in locations
+    assert ["body", "requests", 1, "kv_cache_percentage"] in locations  # missing
+    assert all(loc[:3] == ["body", "requests", 1] for loc in locations)
+    too_big = next(e for e in response.json()["detail"] if e["loc"][-1] == "input_token_length")
+    assert too_big["input"] == 2**70  # exact
 
 
 @pytest.mark.parametrize("value", [True, False])
@@ -99,8 +101,8 @@ def test_booleans_are_not_numbers(prediction: TestClient, value: bool) -> None:
         ["body", "num_request_waiting"]]
     assert detail_locations(prediction.post("/predict/bulk/strict", json={
         "requests": [prediction_row(), row]})) == [["body", "requests", 1, "num_request_waiting"]]
-    bulk = prediction.post("/predict/bulk", json={"requests": [row]}).json()
-    assert bulk["predictions"] == [None] and "num_request_waiting" in bulk["errors"][0]["error"]
+    assert detail_locations(prediction.post("/predict/bulk", json={"requests": [row]})) == [
+        ["body", "requests", 0, "num_request_waiting"]]
 
 
 def test_a_list_for_a_number_answers_422_not_500(prediction: TestClient) -> None:

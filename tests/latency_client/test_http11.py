@@ -37,6 +37,25 @@ class Handler(BaseHTTPRequestHandler):
             for piece in (b'{"echo":', body, b"}"):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
             self.wfile.write(b"0\r\n\r\n")
+        elif self.path == "/interim-then-chunked-over-length":
+            self.send_response_only(100)  # an interim answer first
+            self.end_headers()
+            self.send_response(200)
+            self.send_header("Content-Length", "3")  # wrong, and overruled by the chunking
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.write(b"2;ext=1\r\nok\r\n5\r\n-then\r\n0\r\nTrailer: x\r\n\r\n")
+        elif self.path == "/no-content":
+            self.send_response(204)  # no Content-Length: a 204 has no body by definition
+            self.end_headers()
+        elif self.path == "/http10":  # kept open by this server, but a 1.0 answer ends reuse
+            self.wfile.write(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        elif self.path == "/cut-short":
+            self.send_response(200)
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            self.wfile.write(b"only five")
+            self.close_connection = True
         elif self.path == "/garbled":
             self.wfile.write(b"no status line here\r\n\r\n")
             self.close_connection = True
@@ -100,6 +119,43 @@ def test_framings_and_connection_reuse(plain_server: str) -> None:
     # then a new connection; the server closed that one too (no header said so), so the
     # reuse failed before any answer and the request went out again on a third
     assert len({fourth, fifth, sixth}) == 3
+
+
+def test_interim_bodiless_and_chunked_over_length_answers(plain_server: str) -> None:
+    async def go() -> list[tuple[int, bytes]]:
+        pool = Http11Pool()
+        try:
+            async with asyncio.timeout(10):  # a misframed answer would wait for more bytes
+                return [
+                    await pool.post(plain_server, "/interim-then-chunked-over-length", b"", {}),
+                    await pool.post(plain_server, "/no-content", b"", {}),
+                    await pool.post(plain_server, "/length", b"after", {}),
+                    await pool.post(plain_server, "/http10", b"", {}),
+                    await pool.post(plain_server, "/length", b"new", {}),
+                ]
+        finally:
+            await pool.aclose()
+
+    answers = asyncio.run(go())
+    assert answers == [(200, b"ok-then"), (204, b""), (201, b"after"), (200, b"ok"), (201, b"new")]
+    *first_four, fifth = Handler.connections
+    assert len(set(first_four)) == 1  # each answer ended where it should: the next one followed
+    assert fifth not in first_four  # an HTTP/1.0 answer: a new connection after it
+
+
+def test_an_answer_cut_short_is_an_error_not_sent_again(plain_server: str) -> None:
+    async def go() -> None:
+        pool = Http11Pool()
+        try:
+            assert await pool.post(plain_server, "/length", b"one", {}) == (201, b"one")
+            await pool.post(plain_server, "/cut-short", b"", {})  # on the reused connection
+        finally:
+            await pool.aclose()
+
+    with pytest.raises(HttpError, match="cut-short"):
+        asyncio.run(go())
+    # the server answered (in part): retrying is only for a connection closed while idle
+    assert len(Handler.connections) == 2 and len(set(Handler.connections)) == 1
 
 
 def test_an_answer_that_is_not_http_is_an_http_error(plain_server: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -10,13 +11,21 @@ import numpy as np
 import pytest
 
 from latency_cli.synthetic import prediction_row
-from shared.artifact import Manifest
+from shared.artifact import Manifest, bundle_dir_for, new_version, write_bundle
 from shared.decoding import decode_prediction_rows
+from shared.features import build_matrix
 from shared.predictor import load_current_bundle
 from shared.settings import ModelType, ObjectiveType
 from shared.targets import Target
 from tests.conftest import publish_trained_bundle
-from tests.prediction_server.helpers import epp_rows, metric_value, running_app, strict
+from tests.prediction_server.helpers import (
+    epp_rows,
+    metric_value,
+    running_app,
+    served_version,
+    strict,
+    wait_for,
+)
 
 PREDICTION_FIELDS = {"ttft_ms", "tpot_ms", "predicted_at", "model_type", "objective_type",
                      "quantile", "last_model_load", "model_version"}
@@ -168,25 +177,94 @@ def test_unknown_fields_and_raw_pod_types_are_accepted(model_dir: Path, pod_type
     assert bulk["predictions"][0]["ttft_ms"] == pytest.approx(single.json()["ttft_ms"])
 
 
-def test_bulk_answers_null_and_an_error_for_a_bad_row(
-    model_dir: Path, published: Manifest
+@pytest.mark.parametrize(
+    ("field", "value", "kind"),
+    [("prefix_cache_score", None, "missing"), ("num_request_waiting", "abc", "int_parsing"),
+     ("num_request_running", True, "number_type"), ("kv_cache_percentage", 7, "less_than_equal")],
+)
+def test_bulk_validates_the_whole_body_first(
+    model_dir: Path, published: Manifest, field: str, value: Any, kind: str
 ) -> None:
+    """As in the llm-d service: one bad row (a missing field, a wrong type, out of range)
+    answers 422 naming it, and no row is answered."""
     rows = epp_rows(3, seed=30)
-    bad = {**rows[1], "kv_cache_percentage": 7}
+    bad = {**rows[1], field: value}
+    if value is None:
+        del bad[field]
     with running_app(model_dir) as client:
         response = client.post("/predict/bulk", json={"requests": [rows[0], bad, rows[2]]})
-        reference = strict(client, [rows[0], rows[2]])["predictions"]
-    assert response.status_code == 200
-    body = response.json()
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert [(e["loc"], e["type"]) for e in detail] == [(["body", "requests", 1, field], kind)]
+
+
+def test_bulk_answers_every_valid_row_as_strict_does(model_dir: Path, published: Manifest) -> None:
+    rows = epp_rows(5, seed=31)
+    with running_app(model_dir) as client:
+        body = client.post("/predict/bulk", json={"requests": rows}).json()
+        reference = strict(client, rows)["predictions"]
     assert (body["total_requests"], body["successful_predictions"], body["failed_predictions"]) \
-        == (3, 2, 1)
-    assert body["predictions"][1] is None
-    assert [(e["index"], e["request"]) for e in body["errors"]] == [(1, bad)]
-    assert "kv_cache_percentage" in body["errors"][0]["error"]
-    for got, want in zip([body["predictions"][0], body["predictions"][2]], reference, strict=True):
+        == (5, 5, 0)
+    assert body["errors"] == [] and body["model_version"] == published.version
+    for got, want in zip(body["predictions"], reference, strict=True):
         assert set(got) >= PREDICTION_FIELDS
         assert got["ttft_ms"] == pytest.approx(want["ttft_ms"], rel=1e-9)
         assert got["tpot_ms"] == pytest.approx(want["tpot_ms"], rel=1e-9)
+
+
+def publish_damaged_ttft(model_dir: Path, published: Manifest, row: dict[str, Any]) -> str:
+    """The published bundle again, as a new version whose TTFT model answers NaN in the leaf
+    of its first tree that `row` reaches (a real model, damaged; checksums consistent)."""
+    import xgboost as xgb
+
+    folder = bundle_dir_for(model_dir, published.version)
+    entry = published.targets[Target.TTFT]
+    booster = xgb.Booster(model_file=str(folder / str(entry.file)))
+    matrix = build_matrix(decode_prediction_rows([row]), entry.features)
+    leaf = int(booster.predict(xgb.DMatrix(matrix, feature_names=entry.features),
+                               pred_leaf=True)[0][0])
+    raw = json.loads(booster.save_raw("json"))
+    tree = raw["learner"]["gradient_booster"]["model"]["trees"][0]
+    tree["split_conditions"][leaf] = tree["base_weights"][leaf] = float("nan")
+    damaged = xgb.Booster()
+    damaged.load_model(bytearray(json.dumps(raw).encode()))
+    tpot = xgb.Booster(model_file=str(folder / str(published.targets[Target.TPOT].file)))
+    manifest = published.model_copy(deep=True, update={"version": new_version()})
+    write_bundle(model_dir, manifest, {Target.TTFT: damaged, Target.TPOT: tpot})
+    return manifest.version
+
+
+def test_bulk_lists_the_valid_rows_whose_prediction_failed(
+    model_dir: Path, published: Manifest
+) -> None:
+    """`errors` is for rows that are valid but fail in prediction: here a damaged model
+    answers NaN for some; those rows are null, listed with why, and the rest answered."""
+    rows = epp_rows(40, seed=32)
+    version = publish_damaged_ttft(model_dir, published, rows[0])
+    with running_app(model_dir) as client:
+        assert served_version(client) == version
+        body = client.post("/predict/bulk", json={"requests": rows}).json()
+    failed = {e["index"] for e in body["errors"]}
+    assert 0 in failed and len(failed) < len(rows)
+    assert (body["successful_predictions"], body["failed_predictions"]) == (
+        len(rows) - len(failed), len(failed))
+    for error in body["errors"]:
+        assert error["error"] == "ttft prediction is not a finite number"
+        assert body["predictions"][error["index"]] is None
+        sent = rows[error["index"]]
+        assert {k: error["request"][k] for k in sent} == sent  # the row, as validated
+    for index, answer in enumerate(body["predictions"]):
+        if index not in failed:
+            assert answer["ttft_ms"] >= 0 and answer["model_version"] == version
+
+
+def test_status_says_no_queue_gated_ensemble_is_served(model_dir: Path) -> None:
+    with running_app(model_dir) as client:
+        cold = client.get("/status").json()
+        publish_trained_bundle(model_dir, seed=6)
+        wait_for(lambda: not client.get("/status").json()["cold_start"])
+        trained = client.get("/status").json()
+    assert cold["ensemble_active"] is False and trained["ensemble_active"] is False
 
 
 def test_metrics_count_predicted_rows(model_dir: Path) -> None:

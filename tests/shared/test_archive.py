@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
+import json
 import random
 import tarfile
 from pathlib import Path
@@ -12,14 +14,17 @@ import numpy as np
 import pytest
 
 from latency_cli.synthetic import synthetic_rows
-from shared.archive import METADATA, import_bundle, pack_bundle
+from shared.archive import METADATA, import_bundle, pack_bundle, pack_files
 from shared.artifact import (
     MANIFEST,
     VERSIONS_DIR,
     BundleError,
     Manifest,
     bundle_dir_for,
+    load_models,
     read_current_version,
+    read_manifest,
+    write_bundle,
 )
 from shared.decoding import decode_prediction_rows
 from shared.predictor import load_current_bundle
@@ -132,6 +137,11 @@ def _bad_manifest(members: dict[str, bytes]) -> bytes:
     return make_tar({**members, MANIFEST: b"{not json"})
 
 
+def _unlisted_file(members: dict[str, bytes]) -> bytes:
+    """A file the manifest does not list (a pickle an llm-d server would then download)."""
+    return make_tar({**members, "ttft.joblib": b"not listed, not checksummed"})
+
+
 REFUSED = {
     "parent-path": _with_evil_member,
     "nested-path": _with_nested_member,
@@ -141,6 +151,7 @@ REFUSED = {
     "gzip-not-tar": _gzip_of_garbage,
     "altered-model": _altered_model,
     "bad-manifest": _bad_manifest,
+    "unlisted-file": _unlisted_file,
 }
 
 
@@ -172,4 +183,56 @@ def test_corrupted_compressed_stream_is_a_bundle_error(serving: Path) -> None:
         archive[int(len(archive) * fraction)] ^= 0xFF
         with pytest.raises(BundleError):
             import_bundle(serving, bytes(archive))
+    assert read_current_version(serving) == TARGET_VERSION
+
+
+LEGACY = {"ttft.joblib": b"llm-d's TTFT pickle", "tpot.joblib": b"llm-d's TPOT pickle"}
+
+
+def legacy_bundle(model_dir: Path) -> Manifest:
+    """A real trained bundle, published again as a new version with legacy files beside it."""
+    manifest = publish_trained_bundle(model_dir, seed=5, version=SOURCE_VERSION)
+    folder = bundle_dir_for(model_dir, manifest.version)
+    models = load_models(folder, manifest)
+    again = manifest.model_copy(deep=True, update={"version": "20260701T000000.000000Z"})
+    write_bundle(model_dir, again, models, legacy_files=LEGACY)
+    return again
+
+
+def test_legacy_files_are_listed_checksummed_and_travel(tmp_path: Path, serving: Path) -> None:
+    src = tmp_path / "legacy-source"
+    src.mkdir()
+    manifest = legacy_bundle(src)
+    folder = bundle_dir_for(src, manifest.version)
+    assert read_manifest(folder).legacy_files == {
+        name: hashlib.sha256(data).hexdigest() for name, data in LEGACY.items()}
+    assert {name: (folder / name).read_bytes() for name in LEGACY} == LEGACY
+
+    members = bundle_members(src, manifest.version)
+    assert import_bundle(serving, make_tar(members)) == manifest.version
+    imported = bundle_dir_for(serving, manifest.version)
+    assert {name: (imported / name).read_bytes() for name in LEGACY} == LEGACY
+
+    for broken in ({**members, "ttft.joblib": b"swapped"},
+                   {k: v for k, v in members.items() if k != "tpot.joblib"}):
+        other = tmp_path / f"other-{len(broken)}"
+        other.mkdir()
+        with pytest.raises(BundleError, match=r"(checksum mismatch for|missing legacy file)"):
+            import_bundle(other, make_tar(broken))
+        assert read_current_version(other) is None
+
+
+def test_a_manifest_without_legacy_files_reads_as_before(source: tuple[Path, Manifest]) -> None:
+    """Bundles written without the flag keep the manifest older readers accept."""
+    src, manifest = source
+    raw = json.loads((bundle_dir_for(src, manifest.version) / MANIFEST).read_text())
+    assert "legacy_files" not in raw
+
+
+def test_a_cold_start_archive_is_refused_with_its_reason(serving: Path) -> None:
+    archive = pack_files([], {"model_version": "cold-start-prior", "cold_start": True})
+    with pytest.raises(BundleError, match="a cold-start export holds no trained model"):
+        import_bundle(serving, archive)
+    with pytest.raises(BundleError, match=f"archive has no {MANIFEST}"):
+        import_bundle(serving, pack_files([], {"cold_start": "not a boolean"}))
     assert read_current_version(serving) == TARGET_VERSION

@@ -307,7 +307,7 @@ def test_status_metrics_and_manual_retrain_on_leader_and_follower(
     assert status_b["trainer"]["is_leader"] is False
     assert status_a["trainer"]["id"] == status_b["trainer"]["id"]  # one process: same host:pid
     assert status_b["model_version"] == status_a["model_version"] is not None
-    assert status_b["last_retrain"]["version"] == status_a["model_version"]
+    assert status_b["last_retrain_detail"]["version"] == status_a["model_version"]
     assert a.get("/retrains").json()["retrains"][0]["trainer"] == status_a["trainer"]["id"]
     for client, value in ((a, 1.0), (b, 0.0)):
         lines = client.get("/metrics").text.splitlines()

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from latency_cli.synthetic import prediction_row, synthetic_rows
+from shared.backends import XGBoostBackend
+from shared.features import feature_names
+from shared.prior import prior_importances
+from shared.targets import Target
 from tests.training_server.conftest import OpenClient, ingest, train
 
 
@@ -136,9 +141,12 @@ def test_ingest_retrain_status_flush_cycle(open_client: OpenClient, db_url: str)
         assert set(status[split]) == {"ttft_samples", "tpot_samples", "total_samples"}
         assert all(type(v) is int for v in status[split].values()), status[split]
     assert totals(client)["total_samples"] == 400
-    last = status["last_retrain"]
+    last = status["last_retrain_detail"]
     assert (last["status"], last["version"]) == ("ok", status["model_version"])
     assert last["started_at"].endswith("Z")
+    # llm-d's field is the time alone: when that retrain started (its bundle's created_at).
+    assert status["last_retrain"] == last["started_at"]
+    assert datetime.fromisoformat(status["last_retrain"]).utcoffset() is not None
     assert last["ttft_mae"] is not None and 0.0 <= last["tpot_coverage"] <= 1.0
     assert client.get("/readyz").json()["model_ready"] is True
     assert client.get("/").json()["model_version"] == status["model_version"]
@@ -146,12 +154,22 @@ def test_ingest_retrain_status_flush_cycle(open_client: OpenClient, db_url: str)
     flushed = client.post("/flush").json()
     assert flushed["success"] is True and flushed["metrics_cleared"] is True
     assert flushed["retrains_cleared"] == 1
+    n = {
+        f"{t}_{s}": status[k][f"{t}_samples"]
+        for t in ("ttft", "tpot")
+        for s, k in (("training", "training_data"), ("test", "test_data"))
+    }
+    assert flushed["message"] == (  # llm-d's wording, which its tooling matches
+        f"Successfully flushed: {n['ttft_training']} TTFT and {n['tpot_training']} TPOT "
+        f"training samples, {n['ttft_test']} TTFT and {n['tpot_test']} TPOT test samples, "
+        "all metric scores"
+    )
     for split, label in (("training_data", "training"), ("test_data", "test")):
         for t in ("ttft", "tpot"):
             assert flushed[f"{t}_{label}_samples_flushed"] == status[split][f"{t}_samples"]
     after = client.get("/data/status").json()
     assert totals(client) == {"ttft_samples": 0, "tpot_samples": 0, "total_samples": 0}
-    assert after["last_retrain"] is None
+    assert after["last_retrain"] is None and after["last_retrain_detail"] is None
     assert client.get("/retrains").json()["retrains"] == []
 
 
@@ -160,12 +178,20 @@ def test_flush_with_body_keeps_what_it_is_told_to_keep(trained: TestClient) -> N
     body = {"flush_training_data": False, "flush_metrics": False, "reason": "test rows only"}
     flushed = trained.post("/flush", json=body).json()
     assert flushed["reason"] == "test rows only" and flushed["metrics_cleared"] is False
+    assert (
+        flushed["message"].startswith("Successfully flushed: ")
+        and "training" not in flushed["message"]
+        and "metric" not in flushed["message"]
+    )
+    nothing = {"flush_training_data": False, "flush_test_data": False, "flush_metrics": False}
+    assert trained.post("/flush", json=nothing).json()["message"] == "No data flushed"
     assert flushed["ttft_training_samples_flushed"] == 0
     assert flushed["ttft_test_samples_flushed"] == before["test_data"]["ttft_samples"]
     after = trained.get("/data/status").json()
     assert after["training_data"] == before["training_data"]
     assert after["test_data"]["total_samples"] == 0
-    assert after["last_retrain"] == before["last_retrain"]
+    assert after["last_retrain"] == before["last_retrain"] is not None
+    assert after["last_retrain_detail"] == before["last_retrain_detail"]
     assert len(trained.get("/retrains").json()["retrains"]) == 1
 
 
@@ -220,6 +246,86 @@ def test_metrics_lines_all_end_in_a_float(client: TestClient) -> None:
     assert metric_value(client, "latency_samples_accepted_total") == 405.0
     assert metric_value(client, "latency_retrain_duration_seconds_count") == 1.0
     assert metric_value(client, 'latency_retrains_total{status="ok"}') == 1.0
+
+
+def metric_lines(client: TestClient) -> list[str]:
+    """The /metrics sample lines; each must end in a float (the EPP's client drops the whole
+    body otherwise)."""
+    text = client.get("/metrics").text
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    for line in lines:
+        float(line.rsplit(" ", 1)[1])
+    return lines
+
+
+def importances(lines: list[str], target: str) -> dict[str, float]:
+    prefix = f'{target}_importance{{feature="'
+    return {
+        line[len(prefix) : line.index('"}')]: float(line.rsplit(" ", 1)[1])
+        for line in lines
+        if line.startswith(prefix)
+    }
+
+
+def test_metrics_from_the_first_second_carry_the_priors_importances(client: TestClient) -> None:
+    """Before any sample: the legacy lines llm-d tooling checks, and importances that are the
+    cold-start prior's documented weights (shared.prior), 0 for a column it has no term in."""
+    lines = metric_lines(client)
+    for line in ("ensemble_active{} 0", "ensemble_mode{} 0", 'model_type{type="xgboost"} 1'):
+        assert line in lines
+    assert any(line.startswith("training_samples_count{") for line in lines)
+    ttft, tpot = importances(lines, "ttft"), importances(lines, "tpot")
+    assert ttft == {
+        **dict.fromkeys(feature_names(Target.TTFT), 0.0),
+        "effective_input_tokens": 0.1,
+        "prefill_tokens_in_flight": 0.1,
+        "num_request_waiting": 200.0,
+    }
+    assert ttft["prefix_cache_score"] == 0.0  # it acts through effective_input_tokens only
+    assert tpot == {
+        **dict.fromkeys(feature_names(Target.TPOT), 0.0),
+        "num_request_running": 0.5,
+        "kv_cache_percentage": 20.0,
+    }
+
+
+def test_metrics_importances_follow_the_trees_once_trained(client: TestClient) -> None:
+    train(client)
+    lines = metric_lines(client)
+    ttft = importances(lines, "ttft")
+    assert list(ttft) == list(feature_names(Target.TTFT))
+    bundle = client.app.state.slot.published  # type: ignore[attr-defined]
+    want = XGBoostBackend().importances(bundle.models[Target.TTFT], bundle.features[Target.TTFT])
+    assert ttft == pytest.approx(want)
+    assert ttft != prior_importances(Target.TTFT, feature_names(Target.TTFT))
+    assert ttft["effective_input_tokens"] > 0  # the synthetic TTFT grows with it
+
+
+def test_data_status_counts_the_queue_split_from_the_store(
+    open_client: OpenClient, db_url: str
+) -> None:
+    """llm-d's `ensemble` section: no ensemble is served, the counts are the store's
+    training rows per target, waiting == 0 against waiting > 0."""
+    client = open_client(db_url=db_url, test_train_ratio=0.0)
+    empty = client.get("/data/status").json()["ensemble"]
+    assert empty == {
+        "ensemble_mode": False,
+        "ensemble_active": False,
+        "min_samples_for_split": None,
+        "ttft_noqueue_samples": 0,
+        "ttft_queued_samples": 0,
+        "tpot_noqueue_samples": 0,
+        "tpot_queued_samples": 0,
+    }
+    rows = synthetic_rows(300, seed=4)
+    ingest(client, rows)
+    ensemble = client.get("/data/status").json()["ensemble"]
+    for target in ("ttft", "tpot"):
+        measured = [r for r in rows if r[f"actual_{target}_ms"] > 0]
+        queued = sum(r["num_request_waiting"] > 0 for r in measured)
+        assert ensemble[f"{target}_queued_samples"] == queued > 0
+        assert ensemble[f"{target}_noqueue_samples"] == len(measured) - queued > 0
+        assert type(ensemble[f"{target}_queued_samples"]) is int
 
 
 def test_training_server_predict_reports_the_model_version(client: TestClient) -> None:

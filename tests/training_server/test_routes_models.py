@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from latency_cli.synthetic import prediction_row
+from latency_cli.synthetic import prediction_row, synthetic_rows
 from shared.artifact import read_current_version
 from shared.features import feature_names
 from shared.targets import Target
@@ -29,11 +29,24 @@ def test_download_info_before_any_model(client: TestClient) -> None:
     assert info["model_version"] is None
     assert client.get("/model/ttft/xgb/json").status_code == 404
     assert client.get("/model/ttft/download").status_code == 404
-    assert client.get("/model/export").status_code == 404
     listing = client.get("/models/list").json()["models"]
     assert {name: entry["exists"] for name, entry in listing.items()} == {
-        "ttft": False, "tpot": False, "manifest": False}
+        "ttft": False, "tpot": False, "manifest": False, "ttft_gated": False,
+        "tpot_gated": False}
     assert client.get("/model/ttft/info").json()["exists"] is False
+
+
+@pytest.mark.parametrize("name", ["ttft_gated", "tpot_gated"])
+def test_gated_ensemble_names_are_listed_and_never_present(trained: TestClient,
+                                                           name: str) -> None:
+    """llm-d's queue-gated ensemble: tools list and probe the names; we serve no such model."""
+    assert trained.get("/models/list").json()["models"][name] == {
+        "exists": False, "size_bytes": 0, "last_modified": None}
+    info = trained.get(f"/model/{name}/info")
+    assert info.status_code == 200
+    assert (info.json()["model_name"], info.json()["exists"], info.json()["path"]) == (
+        name, False, None)
+    assert trained.get(f"/model/{name}/download").status_code == 404
 
 
 def test_xgboost_download_info_and_tree_dumps(trained: TestClient) -> None:
@@ -98,8 +111,9 @@ def test_model_info_download_and_list(trained: TestClient) -> None:
     assert manifest["version"] == version
 
     listing = trained.get("/models/list").json()
-    assert set(listing["models"]) == {"ttft", "tpot", "manifest"}
-    assert all(m["exists"] and m["size_bytes"] > 0 for m in listing["models"].values())
+    present = {name: m for name, m in listing["models"].items() if "gated" not in name}
+    assert set(present) == {"ttft", "tpot", "manifest"}
+    assert all(m["exists"] and m["size_bytes"] > 0 for m in present.values())
     assert (listing["model_type"], listing["quantile"]) == ("xgboost", 0.9)
     assert listing["server_time"].endswith("Z")
 
@@ -111,17 +125,60 @@ def export(client: TestClient) -> bytes:
     return response.content
 
 
+def members(archive: bytes) -> dict[str, tarfile.TarInfo]:
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        return {m.name: m for m in tar.getmembers()}
+
+
+def read_member(archive: bytes, name: str) -> bytes:
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        member = tar.extractfile(name)
+        assert member is not None
+        return member.read()
+
+
 def test_export_is_a_tar_gz_with_manifest_and_metadata(trained: TestClient) -> None:
     version = read_current_version(model_dir_of(trained))
-    with tarfile.open(fileobj=io.BytesIO(export(trained)), mode="r:gz") as tar:
-        assert set(tar.getnames()) == {"manifest.json", "metadata.json", "ttft.json", "tpot.json"}
-        metadata = json.load(tar.extractfile("metadata.json"))
-        manifest = json.load(tar.extractfile("manifest.json"))
+    archive = export(trained)
+    found = members(archive)
+    assert set(found) == {"manifest.json", "metadata.json", "ttft.json", "tpot.json"}
+    assert all(m.mtime > 0 and m.isfile() for m in found.values())
+    metadata = json.loads(read_member(archive, "metadata.json"))
+    manifest = json.loads(read_member(archive, "manifest.json"))
     assert (metadata["model_type"], metadata["quantile_alpha"]) == ("xgboost", 0.9)
     assert metadata["exported_at"].endswith("Z") and metadata["model_version"] == version
+    assert metadata["cold_start"] is False
     counts = trained.get("/data/status").json()
     assert metadata["sample_counts"]["training_data"] == counts["training_data"]
+    assert (metadata["ttft_samples"], metadata["tpot_samples"]) == (
+        counts["training_data"]["ttft_samples"], counts["training_data"]["tpot_samples"])
     assert manifest["version"] == version
+
+
+def test_a_cold_start_exports_its_prior_and_import_refuses_it(
+    client: TestClient, open_client: OpenClient
+) -> None:
+    """From the first second: a tar.gz whose metadata names the documented prior; it holds
+    no model, so importing it is refused with the reason, and nothing is published."""
+    client.post("/add_training_data_bulk", json={"entries": synthetic_rows(3)})
+    archive = export(client)
+    found = members(archive)
+    assert set(found) == {"metadata.json"}
+    assert found["metadata.json"].mtime > 0
+    metadata = json.loads(read_member(archive, "metadata.json"))
+    assert (metadata["model_version"], metadata["cold_start"]) == ("cold-start-prior", True)
+    assert (metadata["model_type"], metadata["quantile_alpha"]) == ("xgboost", 0.9)
+    assert metadata["ttft_samples"] + metadata["tpot_samples"] == sum(
+        metadata["sample_counts"]["training_data"][f"{t}_samples"] for t in ("ttft", "tpot"))
+    assert metadata["sample_counts"]["training_data"]["total_samples"] + metadata[
+        "sample_counts"]["test_data"]["total_samples"] == 3
+
+    fresh = open_client(name="b")
+    response = fresh.post("/model/import", content=archive)
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith(
+        "bundle refused: a cold-start export holds no trained model to import")
+    assert read_current_version(model_dir_of(fresh)) is None
 
 
 def test_import_seeds_an_empty_server(trained: TestClient, open_client: OpenClient) -> None:

@@ -9,20 +9,28 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from shared.archive import import_bundle, pack_bundle
-from shared.artifact import MANIFEST, BundleError, bundle_dir_for
+from shared.archive import import_bundle, pack_bundle, pack_files
+from shared.artifact import BundleError, bundle_dir_for
 from shared.backends import XGBoostBackend, backend_for
 from shared.live_calibration import LIVE_CALIBRATION
 from shared.predictor import LoadedBundle, load_bundle
+from shared.prior import PRIOR_VERSION
 from shared.settings import ModelType, TrainingSettings
 from shared.targets import Target
 from shared.web.auth import Access, require
 from shared.wire import rfc3339
 from training_server.deps import PublishedBundle, SettingsDep, SlotDep, StoreDep
+from training_server.model_files import (
+    MODEL_NAMES,
+    UnknownModel,
+    cold_start_files,
+    file_info,
+    model_file,
+    native_file,
+)
 from training_server.routes.ops import store_counts
 
 router = APIRouter()
-MODEL_NAMES = ("ttft", "tpot", "manifest")
 
 
 def _model_of(bundle: LoadedBundle | None, target: Target,
@@ -33,25 +41,11 @@ def _model_of(bundle: LoadedBundle | None, target: Target,
 
 
 def _file_of(bundle: LoadedBundle | None, settings: TrainingSettings, name: str) -> Path | None:
-    if name not in MODEL_NAMES:
-        raise HTTPException(404, f"unknown model {name!r}; known: {', '.join(MODEL_NAMES)}")
-    if bundle is None or bundle.manifest is None:
-        return None
-    folder = bundle_dir_for(settings.model_dir, bundle.version)
-    if name == "manifest":
-        return folder / MANIFEST
-    entry = bundle.manifest.targets[Target(name)]
-    return None if entry.file is None else folder / entry.file
-
-
-def _file_info(path: Path | None) -> dict[str, Any]:
-    exists = path is not None and path.is_file()
-    stat = path.stat() if exists and path else None
-    return {
-        "exists": exists,
-        "size_bytes": stat.st_size if stat else 0,
-        "last_modified": rfc3339(datetime.fromtimestamp(stat.st_mtime, UTC)) if stat else None,
-    }
+    try:
+        return model_file(bundle, settings, name)
+    except UnknownModel:
+        raise HTTPException(404, f"unknown model {name!r}; known: {', '.join(MODEL_NAMES)}") \
+            from None
 
 
 @router.get("/model/download/info", dependencies=require(Access.EPP))
@@ -85,7 +79,7 @@ async def xgb_trees(bundle: PublishedBundle, target: Target) -> Response:
 @router.get("/model/{target}/lgb/txt", dependencies=require(Access.EPP))
 async def lgb_text(bundle: PublishedBundle, settings: SettingsDep, target: Target) -> Response:
     served, _ = _model_of(bundle, target, ModelType.LIGHTGBM)
-    path = _file_of(served, settings, target.value)
+    path = native_file(served, settings, target)
     assert path is not None  # _model_of proved the model exists
     return Response(path.read_bytes(), media_type="text/plain; charset=utf-8")
 
@@ -102,7 +96,7 @@ async def model_info(bundle: PublishedBundle, settings: SettingsDep, name: str) 
     return {
         "model_name": name,
         "path": str(path) if path else None,
-        **_file_info(path),
+        **file_info(path),
         "model_type": (bundle.model_type if bundle else settings.model_type).value,
         "quantile": bundle.quantile if bundle else settings.quantile_alpha,
         "model_version": bundle.version if bundle else None,
@@ -134,7 +128,7 @@ async def live_calibration(settings: SettingsDep) -> Response:
 @router.get("/models/list", dependencies=require(Access.EPP))
 async def models_list(bundle: PublishedBundle, settings: SettingsDep) -> dict[str, Any]:
     return {
-        "models": {name: _file_info(_file_of(bundle, settings, name)) for name in MODEL_NAMES},
+        "models": {name: file_info(_file_of(bundle, settings, name)) for name in MODEL_NAMES},
         "model_type": (bundle.model_type if bundle else settings.model_type).value,
         "quantile": bundle.quantile if bundle else settings.quantile_alpha,
         "model_version": bundle.version if bundle else None,
@@ -145,23 +139,32 @@ async def models_list(bundle: PublishedBundle, settings: SettingsDep) -> dict[st
 @router.get("/model/export", dependencies=require(Access.ADMIN))
 async def model_export(bundle: PublishedBundle, settings: SettingsDep,
                        store: StoreDep) -> Response:
-    if bundle is None or bundle.manifest is None:
-        raise HTTPException(404, "no model is published yet")
+    """The published bundle as a tar.gz with metadata.json; before any bundle, the cold start:
+    metadata naming the documented prior (and the prior's legacy files, when on), which
+    import refuses as holding no model."""
     counts = await store_counts(store)
+    published = bundle if bundle is not None and bundle.manifest is not None else None
+    version = published.version if published else PRIOR_VERSION
     metadata = {
-        "model_type": bundle.model_type.value,
-        "objective_type": bundle.objective.value,
-        "quantile_alpha": bundle.quantile,
-        "model_version": bundle.version,
+        "model_type": (bundle.model_type if bundle else settings.model_type).value,
+        "objective_type": (bundle.objective if bundle else settings.objective_type).value,
+        "quantile_alpha": bundle.quantile if bundle else settings.quantile_alpha,
+        "model_version": version,
+        "cold_start": published is None,
         "exported_at": rfc3339(datetime.now(UTC)),
+        # llm-d's names for the training rows, and ours per split
+        **{f"{t}_samples": counts["training_data"][f"{t}_samples"] for t in ("ttft", "tpot")},
         "sample_counts": counts,
     }
-    data = await run_in_threadpool(
-        pack_bundle, bundle_dir_for(settings.model_dir, bundle.version), metadata
-    )
+    if published is None:
+        data = await run_in_threadpool(pack_files, cold_start_files(settings), metadata)
+    else:
+        folder = bundle_dir_for(settings.model_dir, version)
+        data = await run_in_threadpool(pack_bundle, folder, metadata)
     return Response(
         data, media_type="application/gzip",
-        headers={"Content-Disposition": f'attachment; filename="model-{bundle.version}.tar.gz"'},
+        headers={"Content-Disposition":
+                 f'attachment; filename="model-{version}.tar.gz"'},
     )
 
 

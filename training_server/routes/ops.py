@@ -9,7 +9,6 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.exc import SQLAlchemyError
 
-from shared.backends import backend_for
 from shared.predictor import LoadedBundle
 from shared.schemas import FlushRequest
 from shared.targets import TARGETS
@@ -17,7 +16,7 @@ from shared.web.auth import Access, require
 from shared.web.json_body import JSONBodyRoute
 from shared.wire import rfc3339
 from training_server.deps import MetricsDep, PublishedBundle, RetrainerDep, SettingsDep, StoreDep
-from training_server.metrics import legacy_lines
+from training_server.metrics import legacy_lines, served_importances
 from training_server.retrainer import Retrainer
 from training_server.store import SampleStore
 
@@ -63,13 +62,25 @@ async def readyz(store: StoreDep, bundle: PublishedBundle) -> Any:
 
 
 def _status_payload(bundle: LoadedBundle | None, counts: dict[str, Any],
-                    retrainer: Retrainer) -> dict[str, Any]:
+                    queue_counts: dict[str, int], retrainer: Retrainer) -> dict[str, Any]:
     state = retrainer.state
+    last = state.last_success
     return {
         **counts,
+        # llm-d's queue-gated ensemble is never served here (one model per target, with the
+        # queue as a feature); the counts are the store's, split as it would split them.
+        "ensemble": {
+            "ensemble_mode": False,
+            "ensemble_active": False,
+            "min_samples_for_split": None,  # no split, so no threshold
+            **queue_counts,
+        },
         "model_ready": bundle is not None,
         "model_version": bundle.version if bundle else None,
-        "last_retrain": _jsonable(state.last_success),
+        # When the last successful retrain started (its bundle's created_at), as llm-d's
+        # timestamp; the whole row under last_retrain_detail.
+        "last_retrain": rfc3339(last["started_at"]) if last else None,
+        "last_retrain_detail": _jsonable(last),
         "last_retrain_attempt_at": rfc3339(state.last_attempt_at),
         "retrain_failures": {
             "consecutive": state.consecutive_failures,
@@ -92,7 +103,12 @@ async def store_counts(store: SampleStore) -> dict[str, Any]:
 @router.get("/data/status", dependencies=require(Access.EPP))
 async def data_status(store: StoreDep, retrainer: RetrainerDep,
                       bundle: PublishedBundle) -> dict[str, Any]:
-    return _status_payload(bundle, await store_counts(store), retrainer)
+    counts = await store_counts(store)
+    try:
+        queue_counts = await run_in_threadpool(store.queue_counts)
+    except SQLAlchemyError as exc:
+        raise HTTPException(503, f"sample store unavailable: {type(exc).__name__}") from exc
+    return _status_payload(bundle, counts, queue_counts, retrainer)
 
 
 @router.get("/retrains", dependencies=require(Access.DASHBOARD))
@@ -127,7 +143,7 @@ async def flush(
     if body.flush_metrics:
         cleared = await run_in_threadpool(store.clear_retrains)
         retrainer.state.last_success = None
-    total = flushed.pop("samples_flushed")
+    flushed.pop("samples_flushed")
     return {
         "success": True,
         "flushed_at": rfc3339(datetime.now(UTC)),
@@ -135,8 +151,21 @@ async def flush(
         **flushed,
         "metrics_cleared": body.flush_metrics,
         "retrains_cleared": cleared,
-        "message": f"Flushed {total} samples.",
+        "message": flush_message(flushed, body),
     }
+
+
+def flush_message(flushed: dict[str, int], body: FlushRequest) -> str:
+    """llm-d's wording, which its tooling matches ("Successfully flushed: ...")."""
+    parts = [
+        f"{flushed[f'ttft_{split}_samples_flushed']} TTFT and "
+        f"{flushed[f'tpot_{split}_samples_flushed']} TPOT {split} samples"
+        for split, wanted in (("training", body.flush_training_data),
+                              ("test", body.flush_test_data)) if wanted
+    ]
+    if body.flush_metrics:
+        parts.append("all metric scores")
+    return f"Successfully flushed: {', '.join(parts)}" if parts else "No data flushed"
 
 
 @router.get("/metrics", dependencies=require(Access.EPP))
@@ -154,19 +183,12 @@ async def metrics(
         for target in TARGETS:
             stored = counts[split][f"{target.value}_samples"]
             m.store_samples.labels(label, target.value).set(stored)
-    importances = {}
-    if bundle is not None:
-        backend = backend_for(bundle.model_type)
-        importances = {
-            t.value: backend.importances(bundle.models[t], bundle.features[t])
-            for t in TARGETS if bundle.has_model(t)
-        }
     lines = legacy_lines(
         model_type=(bundle.model_type if bundle else settings.model_type).value,
         objective=(bundle.objective if bundle else settings.objective_type).value,
         quantile=bundle.quantile if bundle else settings.quantile_alpha,
         counts=counts,
         last_ok=retrainer.state.last_success,
-        importances=importances,
+        importances=served_importances(bundle, settings),
     )
     return Response(m.render(lines), media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -1,0 +1,32 @@
+"""Route dependencies over what create_app put on `app.state` (FastAPI Annotated aliases).
+
+Each dependency is async: FastAPI runs a sync one in its threadpool, a hop the hot path
+cannot afford.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Depends, Request
+
+
+def from_state(name: str) -> Any:
+    """`Annotated[T, from_state("x")]` hands a route `request.app.state.x`."""
+
+    async def dependency(request: Request) -> Any:
+        return getattr(request.app.state, name)
+
+    dependency.__name__ = f"state_{name}"
+    return Depends(dependency)
+
+
+def slot_attribute(name: str) -> Any:
+    """`Annotated[T, slot_attribute("serving")]`: an attribute of the app's BundleSlot, read
+    once per request (one reference: TTFT and TPOT from the same bundle)."""
+
+    async def dependency(request: Request) -> Any:
+        return getattr(request.app.state.slot, name)
+
+    dependency.__name__ = f"slot_{name}"
+    return Depends(dependency)
