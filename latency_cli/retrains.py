@@ -18,11 +18,13 @@ COLUMNS = (
     ("ttft_pinball_loss", "ttft pinball", "{:.2f}"),
     ("ttft_coverage", "ttft cov", "{:.3f}"),
     ("ttft_live_coverage", "ttft live cov", "{:.3f}"),
+    ("ttft_model_choice", "ttft model", "{}"),
     ("tpot_train_samples", "tpot n", "{}"),
     ("tpot_mae", "tpot MAE", "{:.2f}"),
     ("tpot_pinball_loss", "tpot pinball", "{:.3f}"),
     ("tpot_coverage", "tpot cov", "{:.3f}"),
     ("tpot_live_coverage", "tpot live cov", "{:.3f}"),
+    ("tpot_model_choice", "tpot model", "{}"),
 )
 
 

@@ -40,10 +40,10 @@ class ObjectiveType(StrEnum):
 
 
 class Calibration(StrEnum):
-    """How served p90s are corrected toward the requested coverage (training_server.calibration)."""
+    """How served p90s are corrected toward the requested coverage (training_server.conformal)."""
 
     NONE = "none"  # serve the model's own quantile
-    SPLIT = "split"  # a conformal factor per bundle, from held-out rows
+    SPLIT = "split"  # a conformal factor per bundle, from out-of-fold scores (cross-conformal)
     ADAPTIVE = "adaptive"  # that, times a live factor that tracks the served misses
 
 
@@ -159,6 +159,11 @@ class TrainingSettings(CommonSettings):
     ttft_min_rows_per_leaf: int = Field(5, ge=1)
     tpot_min_rows_per_leaf: int = Field(50, ge=1)
     train_threads: int = Field(0, ge=0)
+    # Each retrain chooses per target among the running p90 and tree models by out-of-fold
+    # pinball loss (training_server.model_selection); off: the configured trees alone.
+    model_selection: bool = True
+    # While the store is small, retrain whenever the stored rows doubled (training_server.warmup).
+    early_retrains: bool = True
     calibration: Calibration = Calibration.ADAPTIVE
     # Adaptive calibration: log-factor step per served row (a miss raises the factor by
     # step * quantile, a hit lowers it by step * (1 - quantile)), and how often it is updated.

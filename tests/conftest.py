@@ -104,6 +104,7 @@ def training_settings(tmp_path: Path, db_url: str, **overrides: Any) -> Training
         "min_samples_for_retrain": 50,
         "n_estimators": 30,
         "retraining_interval_sec": 3600.0,  # tests trigger retrains themselves
+        "early_retrains": False,
     }
     values.update(overrides)
     return TrainingSettings(**values)

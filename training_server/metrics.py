@@ -78,6 +78,11 @@ class TrainingMetrics:
             "latency_live_coverage", "Share of the newest 1,000 scored actuals at or below "
             "the p90 the EPP was served", ["target"], registry=r,
         )
+        self.model_choice = Gauge(
+            "latency_model_choice", "1 for the candidate model the newest bundle serves per "
+            "target (chosen by out-of-fold pinball loss), 0 for the others seen",
+            ["target", "candidate"], registry=r,
+        )
         self.model_published_at = Gauge(
             "latency_model_published_timestamp_seconds", "Unix time the current bundle was built",
             registry=r,
@@ -92,6 +97,10 @@ class TrainingMetrics:
         for target, regimes in (row.get("regimes") or {}).items():
             for regime, scored in regimes.items():
                 self.regime_coverage.labels(target, regime).set(scored["coverage"])
+        for target, losses in (row.get("model_candidates") or {}).items():
+            chosen = row.get(f"{target}_model_choice")
+            for name in losses:
+                self.model_choice.labels(target, name).set(1 if name == chosen else 0)
 
     def render(self, legacy_lines: list[str]) -> bytes:
         return ("\n".join(legacy_lines) + "\n").encode() + generate_latest(self.registry)

@@ -31,20 +31,21 @@ from shared.artifact import (
     read_current_version,
     write_bundle,
 )
-from shared.backends import backend_for, library_versions
-from shared.features import Columns, feature_names
+from shared.backends import library_versions
+from shared.features import Columns
 from shared.predictor import LoadedBundle, load_bundle, prior_bundle
-from shared.settings import Calibration, LegacyArtifacts, TrainingSettings
+from shared.settings import LegacyArtifacts, TrainingSettings
 from shared.slot import BundleSlot
-from shared.target_space import space_for
 from shared.targets import TARGETS, Target
 from training_server import legacy_files
 from training_server.evaluation import evaluate
 from training_server.leadership import AlwaysLeader, Leadership
 from training_server.metrics import TrainingMetrics
+from training_server.model_selection import train_target
 from training_server.store import SampleStore
 from training_server.tables import RETRAIN_METRICS
-from training_server.training import TargetFit, fit_params, fit_target
+from training_server.training import TargetFit
+from training_server.warmup import RetrainSchedule
 from training_server.window_budget import WindowBudget
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,9 @@ class Retrainer:
         self._refused: str | None = None  # a published version that failed to load, logged once
         self.state = RetrainState()
         self.window = WindowBudget(settings.max_training_window, settings.retraining_interval_sec)
+        # issue 14: the loop's clock, plus early retrains while the data is small.
+        self.schedule = RetrainSchedule(settings.retraining_interval_sec,
+                                        early=settings.early_retrains)
         metrics.window_limit.set(self.window.limit)
         self._lock = threading.Lock()  # one retrain at a time (loop and manual triggers)
         self._stop = threading.Event()
@@ -235,22 +239,13 @@ class Retrainer:
 
     def _fit_targets(self, run: RetrainRun) -> dict[Target, TargetFit]:
         s = self.settings
-        backend = backend_for(s.model_type)
         fits: dict[Target, TargetFit] = {}
         for target in TARGETS:
-            names = feature_names(
-                target,
-                token_in_flight=s.enable_token_in_flight_features,
-                encoder=s.enable_encoder_features,
-            )
             run.windows[target] = self.store.window(target, test=False, limit=run.window_limit)
-            fits[target] = fit_target(
-                backend, fit_params(s, target, names), names,
-                run.windows[target],
+            # issue 14: the model is chosen per target among candidates (model_selection).
+            fits[target] = train_target(
+                s, target, run.windows[target],
                 self.store.window(target, test=True, limit=s.max_test_data_size),
-                space=space_for(target),
-                min_samples=s.min_samples_for_retrain,
-                calibrate=s.calibration is not Calibration.NONE,
             )
         return fits
 
@@ -332,7 +327,7 @@ class Retrainer:
         log.info(
             "retrain ok version=%s duration_s=%.3f %s", row["version"], row["duration_s"],
             " ".join(f"{k}={v:.4g}" for k, v in row.items()
-                     if k.startswith(("ttft_", "tpot_")) and v is not None),
+                     if k.startswith(("ttft_", "tpot_")) and isinstance(v, int | float)),
         )
 
     def _row(self, version: str | None, status: str, error: str | None,
@@ -350,6 +345,9 @@ class Retrainer:
             row[f"{t}_test_samples"] = fit.test_samples
             for name in (*RETRAIN_METRICS, "raw_coverage", "calibration_log_offset"):
                 row[f"{t}_{name}"] = fit.metrics.get(name)
+            row[f"{t}_model_choice"] = fit.choice  # issue 14: which candidate won
+        if run.fits:
+            row["model_candidates"] = {t.value: f.candidates for t, f in run.fits.items()}
         return row
 
     def _live_scores(self, after_id: int, watermark: int) -> dict[str, Any]:
@@ -395,24 +393,43 @@ class Retrainer:
         self.leadership.release()  # a follower takes over on its next try, not at our death
 
     def _loop(self) -> None:
-        interval = 0.0  # the first tick only elects: leader or follower shows from start-up
-        while not self._stop.wait(interval):
+        wait = 0.0  # the first tick only elects: leader or follower shows from start-up
+        elected = False
+        while not self._stop.wait(wait):
             try:
-                if interval:
-                    self.run_once()
-                else:
+                if not elected:
                     with self._lock:
                         self._elect()
+                    elected = True
+                elif self._due():
+                    self.run_once()
             except Exception:  # see the module docstring: retrain errors never get here
                 log.exception("retrainer tick failed; trying again next interval")
-            interval = self.next_wait()
+            wait = self.next_wait()
+
+    def _due(self) -> bool:
+        """Whether this tick retrains (training_server.warmup): on the clock, or during the
+        warm-up once the stored rows doubled. A store that does not answer leaves the
+        clock alone to decide (run_once then records the failure)."""
+        rows = 0
+        if self.schedule.warming_up:
+            try:
+                rows = self.store.max_sample_id()
+            except Exception:
+                log.debug("cannot count the stored rows; the clock decides", exc_info=True)
+        if not self.schedule.due(rows):
+            return False
+        self.schedule.started(rows)
+        return True
 
     def next_wait(self) -> float:
-        """The interval, doubled per failed retrain in a row up to MAX_BACKOFF times: a broken
-        store or disk is not hammered at full rate, and the first success resets it."""
+        """The schedule's next tick; after failed retrains in a row the interval, doubled
+        per failure up to MAX_BACKOFF times: a broken store or disk is not hammered at full
+        rate, and the first success resets it."""
         failures = self.state.consecutive_failures
         factor: int = min(2 ** max(failures - 1, 0), MAX_BACKOFF)
         if factor > 1:
             log.warning("%d failed retrains in a row: next try in %.0f s", failures,
                         factor * self.settings.retraining_interval_sec)
-        return factor * self.settings.retraining_interval_sec
+            return float(factor * self.settings.retraining_interval_sec)
+        return self.schedule.wait()

@@ -1,4 +1,5 @@
-"""Fit, calibrate and score one target's model. Pure: arrays in, model and metrics out."""
+"""Fit and score one target's model (training_server.model_selection decides which one).
+Pure: arrays in, model and metrics out."""
 
 from __future__ import annotations
 
@@ -13,15 +14,21 @@ from shared.backends import Backend, FitParams
 from shared.cpus import available_cpus
 from shared.features import Columns, build_matrix, monotone_constraints
 from shared.settings import TrainingSettings
-from shared.target_space import TargetSpace, to_label, to_ms
+from shared.target_space import TargetSpace, space_for, to_label, to_ms
 from shared.targets import Target
-from training_server.calibration import conformal_log_offset, split_oldest
 from training_server.evaluation import evaluate, regime_coverage
 
-# Share of the held-out rows (the oldest) that calibrates; the newer rest evaluates.
-CALIBRATION_SHARE = 0.5
 # From this many rows a target is answered by their quantile instead of the prior.
 MIN_ROWS_FOR_A_QUANTILE = 10
+# A fit gets one thread per this many rows (up to the configured threads): a second thread
+# gains nothing on small fits, which are most of them now (5 per candidate per retrain;
+# measured on TTFT rows: 1,500 and 8,000 rows 0.07 / 0.12-0.14 s with 1 or 2 threads,
+# 40,000 rows 0.34 -> 0.28 s), and leaves the other core to the servers.
+MIN_ROWS_PER_EXTRA_THREAD = 20_000
+# Trees start from the labels' median, below the p90 they converge to: they climb 9x faster
+# than they descend (shared.backends), so they reach the p90 of each regime in fewer trees
+# (offline, 10 seeds: sharegpt TTFT 11.5 -> 8.5, chatbot TTFT 530 -> 515; benchmarks/README).
+TREES_START_QUANTILE = 0.5
 
 
 @dataclass
@@ -34,54 +41,45 @@ class TargetFit:
     log_offset: float = 0.0  # conformal correction served with the model
     space: TargetSpace = TargetSpace.MS
     regimes: dict[str, dict[str, float | int]] = field(default_factory=dict)
+    choice: str | None = None  # the candidate served (training_server.candidates)
+    # Out-of-fold pinball loss of every candidate considered (training_server.model_selection).
+    candidates: dict[str, float] = field(default_factory=dict)
 
 
-def fit_target(
-    backend: Backend,
-    params: FitParams,
-    names: Sequence[str],
-    train: tuple[Columns, np.ndarray],
-    test: tuple[Columns, np.ndarray],
-    *,
-    space: TargetSpace,
-    min_samples: int,
-    calibrate: bool = True,
-) -> TargetFit:
-    """Train on `train` (actuals in ms, fitted in `space`): trees from `min_samples` rows,
-    the rows' quantile alone from MIN_ROWS_FOR_A_QUANTILE, nothing below. The held-out
-    `test` rows (oldest first) are split in time: the older half calibrates (unless
-    `calibrate` is off), the newer half scores the calibrated predictions, i.e. exactly what
-    the prediction servers will answer, overall and per regime."""
-    (train_cols, y_train), (test_cols, y_test) = train, test
-    result = TargetFit(None, tuple(names), len(y_train), len(y_test), space=space)
-    if len(y_train) < MIN_ROWS_FOR_A_QUANTILE:
-        return result  # the cold-start prior answers
-    if len(y_train) < min_samples:
-        # Too few rows for trees, enough to beat a formula: the rows' own quantile (in
-        # `space`, so TTFT still scales with the queue), a model with no trees.
-        params = replace(params, n_estimators=0)
-    label = to_label(space, train_cols, y_train)
-    result.model = backend.fit(build_matrix(train_cols, names), label, params, names)
-    (cal_cols, y_cal), (eval_cols, y_eval) = split_oldest(test_cols, y_test, CALIBRATION_SHARE)
-    if calibrate and len(y_cal):
-        raw_cal = uncalibrated_ms(backend, result, cal_cols)
-        result.log_offset = conformal_log_offset(y_cal, raw_cal, params.quantile)
-    if len(y_eval):
-        raw = uncalibrated_ms(backend, result, eval_cols)
-        served = raw * math.exp(result.log_offset)
-        result.metrics = evaluate(y_eval, served, params.quantile)
-        result.metrics["raw_coverage"] = float(np.mean(y_eval <= raw))
-        result.regimes = regime_coverage(eval_cols, y_eval, served)
+def fit_model(backend: Backend, params: FitParams, names: Sequence[str], columns: Columns,
+              y: np.ndarray, space: TargetSpace) -> Any:
+    """A model of `space` fitted on actuals `y` (ms)."""
+    threads = min(params.threads or available_cpus(), 1 + len(y) // MIN_ROWS_PER_EXTRA_THREAD)
+    return backend.fit(build_matrix(columns, names), to_label(space, columns, y),
+                       replace(params, threads=max(1, threads)), names)
+
+
+def score_held_out(backend: Backend, fit: TargetFit, held_out: tuple[Columns, np.ndarray],
+                   quantile: float) -> None:
+    """Metrics of what the prediction servers will answer with `fit`, on rows it never saw,
+    overall and per regime (into fit.metrics and fit.regimes)."""
+    columns, y = held_out
+    if len(y):
+        raw = uncalibrated_ms(backend, fit, columns)
+        served = raw * math.exp(fit.log_offset)
+        fit.metrics = evaluate(y, served, quantile)
+        fit.metrics["raw_coverage"] = float(np.mean(y <= raw))
+        fit.regimes = regime_coverage(columns, y, served)
     else:
-        result.metrics = evaluate(y_eval, y_eval, params.quantile)
-    result.metrics["calibration_log_offset"] = result.log_offset
-    return result
+        fit.metrics = evaluate(y, y, quantile)
+    fit.metrics["calibration_log_offset"] = fit.log_offset
 
 
 def uncalibrated_ms(backend: Backend, fit: TargetFit, columns: Columns) -> np.ndarray:
     """The fitted model's answer in ms, before the calibration factor."""
-    output = backend.predict(fit.model, build_matrix(columns, fit.features))
-    ms: np.ndarray = np.maximum(to_ms(fit.space, columns, output), 0.0)
+    return model_ms(backend, fit.model, fit.features, fit.space, columns)
+
+
+def model_ms(backend: Backend, model: Any, names: Sequence[str], space: TargetSpace,
+             columns: Columns) -> np.ndarray:
+    """`model`'s answer in ms (a model of `space`), before any calibration factor."""
+    output = backend.predict(model, build_matrix(columns, names))
+    ms: np.ndarray = np.maximum(to_ms(space, columns, output), 0.0)
     return ms
 
 
@@ -103,5 +101,8 @@ def fit_params(settings: TrainingSettings, target: Target, names: Sequence[str])
                            else s.tpot_min_rows_per_leaf),
         # 0: the container's CPU quota; the libraries would take the node's core count.
         threads=s.train_threads or available_cpus(),
-        monotone=monotone_constraints(target, names),
+        monotone=monotone_constraints(
+            target, names, per_queued=space_for(target) is TargetSpace.LOG_MS_PER_QUEUED
+        ),
+        start_quantile=TREES_START_QUANTILE,
     )

@@ -22,7 +22,8 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_retrains_table_and_json(tmp_path: Path) -> None:
     env = {"LATENCY_DB_URL": f"sqlite:///{tmp_path / 'store.db'}",
            "LATENCY_MODEL_DIR": str(tmp_path / "models"), "LATENCY_N_ESTIMATORS": "10",
-           "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50", "LATENCY_RETRAINING_INTERVAL_SEC": "3600"}
+           "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50", "LATENCY_RETRAINING_INTERVAL_SEC": "3600",
+           "LATENCY_EARLY_RETRAINS": "false"}  # the test retrains with POST /retrain
     server = ServerProcess("training_server", free_port(), env, tmp_path / "t.log").start()
     try:
         for seed in (1, 2):
@@ -38,7 +39,10 @@ def test_retrains_table_and_json(tmp_path: Path) -> None:
         assert "ttft cov" in lines[0] and "tpot live cov" in lines[0] and len(lines) == 3
         assert all(" ok " in line for line in lines[1:])
         # newest first: the second retrain scored the served p90s sent back since the first
-        assert lines[1].split()[-1] == "1.000" and lines[2].split()[-1] == "-"
+        assert lines[1].split()[-2] == "1.000" and lines[2].split()[-2] == "-"
+        # the last column: the model the TPOT target served (issue 14)
+        assert lines[0].split()[-2:] == ["tpot", "model"]
+        assert all(line.split()[-1].startswith(("trees_", "p90")) for line in lines[1:])
         as_json = json.loads(cli("--url", server.url, "--json").stdout)
         assert [r["status"] for r in as_json] == ["ok", "ok"]
         assert as_json[0]["started_at"] > as_json[1]["started_at"]

@@ -40,6 +40,7 @@ def server_env(folder: Path, model_dir: Path | None = None) -> dict[str, str]:
         "LATENCY_N_ESTIMATORS": "10",
         "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50",
         "LATENCY_RETRAINING_INTERVAL_SEC": "3600",  # the tests retrain with POST /retrain
+        "LATENCY_EARLY_RETRAINS": "false",
         "MODEL_SYNC_INTERVAL_SEC": "0.2",
         "LATENCY_WORKERS": "1",  # one process: /status speaks for the whole server
     }

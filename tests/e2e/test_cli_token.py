@@ -27,7 +27,8 @@ def test_export_needs_the_token_from_the_environment(tmp_path: Path) -> None:
         "LATENCY_DB_URL": f"sqlite:///{tmp_path / 'store.db'}",
         "LATENCY_MODEL_DIR": str(tmp_path / "models"), "LATENCY_API_TOKEN": TOKEN,
         "LATENCY_N_ESTIMATORS": "10", "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50",
-        "LATENCY_RETRAINING_INTERVAL_SEC": "3600"}, tmp_path / "t.log").start()
+        "LATENCY_RETRAINING_INTERVAL_SEC": "3600",
+        "LATENCY_EARLY_RETRAINS": "false"}, tmp_path / "t.log").start()
     try:
         httpx.post(f"{trainer.url}/add_training_data_bulk", timeout=30,
                    json={"entries": synthetic_rows(300, seed=1)}).raise_for_status()

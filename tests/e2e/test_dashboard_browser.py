@@ -68,6 +68,7 @@ def servers(tmp_path: Path) -> Iterator[tuple[ServerProcess, ServerProcess]]:
         "LATENCY_N_ESTIMATORS": "10",
         "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50",
         "LATENCY_RETRAINING_INTERVAL_SEC": "3600",
+        "LATENCY_EARLY_RETRAINS": "false",  # the test retrains with POST /retrain
     }
     trainer = ServerProcess("training_server", free_port(), env, tmp_path / "training.log")
     predictor = ServerProcess(

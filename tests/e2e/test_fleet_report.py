@@ -33,6 +33,7 @@ def trainer_env(tmp_path: Path) -> dict[str, str]:
         "LATENCY_N_ESTIMATORS": "10",
         "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50",
         "LATENCY_RETRAINING_INTERVAL_SEC": "3600",
+        "LATENCY_EARLY_RETRAINS": "false",
     }
 
 

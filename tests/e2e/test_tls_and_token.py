@@ -35,7 +35,7 @@ def test_token_and_tls_end_to_end(tmp_path: Path) -> None:
     trainer = ServerProcess("training_server", free_port(), {
         **common, "LATENCY_DB_URL": f"sqlite:///{tmp_path / 'store.db'}",
         "LATENCY_MODEL_DIR": str(tmp_path / "trainer-models"),
-        "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50", "LATENCY_RETRAINING_INTERVAL_SEC": "3600",
+        "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50", "LATENCY_RETRAINING_INTERVAL_SEC": "3600", "LATENCY_EARLY_RETRAINS": "false",
         "LATENCY_TLS_CERT_FILE": str(cert), "LATENCY_TLS_KEY_FILE": str(key),
     }, tmp_path / "trainer.log", tls_ca=cert)
     predictor = ServerProcess("prediction_server", free_port(), {

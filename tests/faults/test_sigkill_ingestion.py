@@ -78,7 +78,8 @@ def stored_markers(db_url: str) -> tuple[list[int], int]:
 
 def test_every_row_answered_202_survives_a_sigkill(db_url: str, tmp_path: Path) -> None:
     # No retrain during the test: only ingestion is under test (and retention stays off).
-    env = trainer_env(tmp_path, db_url, LATENCY_RETRAINING_INTERVAL_SEC="3600")
+    env = trainer_env(tmp_path, db_url, LATENCY_RETRAINING_INTERVAL_SEC="3600",
+                      LATENCY_EARLY_RETRAINS="false")
     trainer = new_trainer(tmp_path, env)
     stop = threading.Event()
     streams = [Stream(trainer.url, k + 1, stop) for k in range(STREAMS)]

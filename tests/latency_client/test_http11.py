@@ -183,6 +183,7 @@ def test_tls_and_bearer_token_against_our_servers(tmp_path: Path) -> None:
         "LATENCY_MODEL_DIR": str(tmp_path / "models"),
         "LATENCY_WORKERS": "1",
         "LATENCY_RETRAINING_INTERVAL_SEC": "3600",
+        "LATENCY_EARLY_RETRAINS": "false",
     }
     trainer = ServerProcess("training_server", free_port(), env, tmp_path / "t.log", tls_ca=cert)
     predictor = ServerProcess(

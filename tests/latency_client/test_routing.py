@@ -52,7 +52,10 @@ def test_no_tpot_row_without_streaming_or_a_second_token() -> None:
 def test_a_router_picks_with_predictions_and_sends_the_rows_back(tmp_path: Path) -> None:
     pods = [PodState(f"pod-{i}", kv_cache_percentage=0.1 * i, running_requests=i) for i in range(5)]
     request = RequestInfo(800, ttft_slo_ms=5000.0, tpot_slo_ms=100.0)
-    with running_cluster(tmp_path, predictors=2, LATENCY_RETRAINING_INTERVAL_SEC="3600") as cluster:
+    with running_cluster(
+        tmp_path, predictors=2, LATENCY_RETRAINING_INTERVAL_SEC="3600",
+        LATENCY_EARLY_RETRAINS="false",
+    ) as cluster:
 
         async def route() -> tuple[object, object]:
             async with PredictorClient(cluster.prediction_urls, cluster.trainer.url) as client:

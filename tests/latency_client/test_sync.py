@@ -23,7 +23,9 @@ CALLS = 20
 def test_threads_share_one_client_and_get_their_own_answers(tmp_path: Path) -> None:
     config = ClientConfig(deadline_s=20.0, attempt_timeout_s=10.0)
     # No retrain during the test: every answer comes from the same (prior) model.
-    with running_cluster(tmp_path, LATENCY_RETRAINING_INTERVAL_SEC="3600") as cluster:
+    with running_cluster(
+        tmp_path, LATENCY_RETRAINING_INTERVAL_SEC="3600", LATENCY_EARLY_RETRAINS="false"
+    ) as cluster:
         answers: dict[int, list[tuple[float, float, str]]] = {}
         with SyncPredictorClient(
             cluster.prediction_urls, cluster.trainer.url, config=config

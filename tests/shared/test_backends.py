@@ -25,6 +25,27 @@ def test_quantile_objective_start_and_step_by_hand() -> None:
     np.testing.assert_allclose(gradient, [-0.9, 0.1])
 
 
+def test_trees_may_start_lower_but_a_model_without_trees_is_the_quantile() -> None:
+    y = np.arange(1.0, 11.0)
+    trees = FitParams(ObjectiveType.QUANTILE, 0.9, start_quantile=0.5)
+    assert objective_for(y, trees).start == pytest.approx(5.5)
+    assert objective_for(y, trees).hessian == pytest.approx(1.0 / (9.1 - 5.5))  # same step
+    constant = FitParams(ObjectiveType.QUANTILE, 0.9, n_estimators=0, start_quantile=0.5)
+    assert objective_for(y, constant).start == pytest.approx(9.1)
+
+
+@pytest.mark.parametrize("model_type", list(ModelType))
+def test_a_model_without_trees_answers_the_quantile_of_its_labels(
+    model_type: ModelType
+) -> None:
+    y = np.random.default_rng(2).lognormal(0.0, 1.0, 300)
+    x = np.random.default_rng(3).uniform(0, 1, (300, 2))
+    params = FitParams(ObjectiveType.QUANTILE, 0.9, n_estimators=0, start_quantile=0.5)
+    model = BACKENDS[model_type].fit(x, y, params, NAMES)
+    np.testing.assert_allclose(BACKENDS[model_type].predict(model, x[:5]), np.quantile(y, 0.9),
+                               rtol=1e-5)
+
+
 def test_constant_labels_keep_a_finite_step() -> None:
     objective = objective_for(np.full(50, 3.0), FitParams(ObjectiveType.QUANTILE, 0.9))
     assert objective.start == 3.0 and objective.hessian == pytest.approx(1.0 / MIN_SPREAD)

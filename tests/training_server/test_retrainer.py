@@ -14,7 +14,7 @@ from shared.features import columns_from_dicts
 from shared.predictor import LoadedBundle, load_current_bundle
 from shared.schemas import TrainingEntry
 from shared.settings import ModelType, ObjectiveType
-from shared.targets import TARGETS
+from shared.targets import TARGETS, Target
 from tests.conftest import training_settings
 from tests.slots import RecordingSlot
 from training_server.metrics import TrainingMetrics
@@ -140,7 +140,7 @@ def test_failed_publish_is_recorded_and_keeps_the_current_bundle(
 
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a regular file where the model directory's parent should be")
-    bad, bad_published, metrics = make(tmp_path, store, migrated_url,
+    bad, bad_published, metrics = make(tmp_path, store, migrated_url, early_retrains=False,
                                        model_dir=blocker / "models")
     add(store, 20, seed=6)
     assert bad.run_once() == "failed"
@@ -159,7 +159,8 @@ def test_failed_publish_is_recorded_and_keeps_the_current_bundle(
     assert load_current_bundle(model_dir).version == current
 
     interval = bad.settings.retraining_interval_sec
-    assert bad.next_wait() == interval  # one failure: the next try at the usual time
+    # one failure: the next try at the usual time (the clock's, which started at creation)
+    assert bad.next_wait() == pytest.approx(interval, abs=60)
     assert bad.run_once() == "failed"  # still broken, and nothing new is needed to retry
     assert bad.state.consecutive_failures == 2
     assert retrains_count(metrics, "failed") == 2
@@ -172,7 +173,7 @@ def test_failed_publish_is_recorded_and_keeps_the_current_bundle(
     assert bad.run_once() == "ok"
     assert bad.state.consecutive_failures == 0 and bad.state.last_error is None
     assert bad.state.total_failures == 7
-    assert bad.next_wait() == interval
+    assert bad.next_wait() == pytest.approx(interval, abs=60)
     assert metrics.registry.get_sample_value("latency_retrain_consecutive_failures") == 0
     assert read_current_version(blocker / "models") == bad_published[0].version
 
@@ -251,3 +252,32 @@ def test_retrain_scores_the_p90s_served_since_the_last_one(
         "latency_retrain_regime_coverage", {"target": "tpot", "regime": regime}
     ) == second["regimes"]["tpot"][regime]["coverage"]
     assert metrics.registry.get_sample_value("latency_training_window_limit") == 100_000
+
+
+def test_the_chosen_model_and_every_candidates_loss_are_recorded(
+    tmp_path: Path, store: SampleStore, migrated_url: str, model_dir: Path
+) -> None:
+    """issue 14: the retrains table names the candidate each target served (the running
+    p90 below the trees' minimum, a tree model once one beats it) and keeps the out-of-fold
+    loss of every candidate; /metrics marks the served one."""
+    retrainer, published, metrics = make(tmp_path, store, migrated_url, model_dir=model_dir)
+    add(store, 60, seed=3)  # ~27 rows per target: below min_samples (50), the p90 alone
+    assert retrainer.run_once() == "ok"
+    first = store.list_retrains()[0]
+    assert first["ttft_model_choice"] in ("p90", "p90_per_queued")
+    assert first["tpot_model_choice"] == "p90"
+    assert first["model_candidates"]["ttft"].keys() == {"p90", "p90_per_queued"}
+    assert first["model_candidates"]["tpot"].keys() == {"p90"}
+    add(store, 1500, seed=4)
+    assert retrainer.run_once() == "ok"
+    second = store.list_retrains()[0]
+    for t in TARGETS:
+        losses = second["model_candidates"][t.value]
+        chosen = second[f"{t.value}_model_choice"]
+        assert len(losses) >= 3 and losses[chosen] == min(losses.values())
+        assert chosen.startswith("trees_")  # the synthetic latencies follow their features
+        assert metrics.registry.get_sample_value(
+            "latency_model_choice", {"target": t.value, "candidate": chosen}) == 1
+        assert metrics.registry.get_sample_value(
+            "latency_model_choice", {"target": t.value, "candidate": "p90"}) == 0
+    assert published[-1].spaces[Target.TTFT].value == "log_ms_per_queued"

@@ -1,0 +1,111 @@
+"""One target's retrain: choose the model by out-of-fold pinball loss, fit it on every
+row, calibrate it cross-conformally, score it on the held-out rows.
+
+Every candidate (training_server.candidates: the running p90, and tree models) is fitted
+K times (training_server.conformal.fold_ids) on the newest training rows (at most
+MAX_SELECTION_ROWS, so a large store costs a bounded extra), each fold predicted by a model
+that never saw it. Each candidate's
+out-of-fold predictions get their own conformal factor and are then scored by pinball loss
+in ms, the loss the EPP pays; the lowest wins (the simpler one on a tie), so a tree model
+is served only once it beats the running p90 on rows it never saw. The winner is refitted
+on the whole window and served with its factor. The held-out rows (never fitted, never
+used to choose) score what the prediction servers will answer.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from shared.backends import Backend, FitParams, backend_for
+from shared.features import Columns, feature_names
+from shared.settings import Calibration, TrainingSettings
+from shared.targets import Target
+from training_server.candidates import Candidate, candidates
+from training_server.conformal import conformal_offset, fold_ids, log_scores, out_of_fold, take
+from training_server.evaluation import pinball_loss
+from training_server.training import (
+    MIN_ROWS_FOR_A_QUANTILE,
+    TargetFit,
+    fit_model,
+    fit_params,
+    model_ms,
+    score_held_out,
+)
+
+# Out-of-fold fits use at most this many of the newest rows: enough to rank candidates and
+# place a factor (1,000 scores above the p90), and the extra cost stays flat however large
+# the window grows (both targets at 200k stored rows: 3.7-5.0 s on one core with 3 folds
+# of 10,000 rows, 7.0 s with 5 of 20,000; benchmarks/README.md, bench_retrain.py).
+MAX_SELECTION_ROWS = 10_000
+
+
+class Scored:
+    """A candidate's out-of-fold result: its conformal log factor and calibrated loss."""
+
+    def __init__(self, candidate: Candidate, log_offset: float, pinball: float):
+        self.candidate, self.log_offset, self.pinball = candidate, log_offset, pinball
+
+
+def score_candidate(
+    backend: Backend,
+    base: FitParams,
+    names: tuple[str, ...],
+    candidate: Candidate,
+    columns: Columns,
+    y: np.ndarray,
+    calibrate: bool,
+) -> Scored:
+    params = candidate.params(base)
+
+    def fit_predict(cols: Columns, actual: np.ndarray, asked: Columns) -> np.ndarray:
+        model = fit_model(backend, params, names, cols, actual, candidate.space)
+        return model_ms(backend, model, names, candidate.space, asked)
+
+    predicted = out_of_fold(fit_predict, columns, y, fold_ids(len(y)))
+    offset = conformal_offset(log_scores(y, predicted), base.quantile) if calibrate else 0.0
+    loss = pinball_loss(y, predicted * math.exp(offset), base.quantile)
+    return Scored(candidate, offset, loss)
+
+
+def newest(columns: Columns, y: np.ndarray, limit: int) -> tuple[Columns, np.ndarray]:
+    keep = np.arange(len(y)) >= len(y) - limit
+    return take(columns, keep), y[keep]
+
+
+def train_target(
+    settings: TrainingSettings,
+    target: Target,
+    train: tuple[Columns, np.ndarray],
+    test: tuple[Columns, np.ndarray],
+) -> TargetFit:
+    """The fit a retrain serves for `target` from its training and held-out windows (both
+    oldest first, actuals in ms); a fit without a model below MIN_ROWS_FOR_A_QUANTILE rows
+    (the cold-start prior answers)."""
+    names = feature_names(
+        target,
+        token_in_flight=settings.enable_token_in_flight_features,
+        encoder=settings.enable_encoder_features,
+    )
+    backend = backend_for(settings.model_type)
+    columns, y = train
+    result = TargetFit(None, names, len(y), len(test[1]))
+    if len(y) < MIN_ROWS_FOR_A_QUANTILE:
+        return result
+    base = fit_params(settings, target, names)
+    calibrate = settings.calibration is not Calibration.NONE
+    chosen_cols, chosen_y = newest(columns, y, MAX_SELECTION_ROWS)
+    scored = [
+        score_candidate(backend, base, names, c, chosen_cols, chosen_y, calibrate)
+        for c in candidates(target, settings, len(y), select=settings.model_selection)
+    ]
+    best = min(scored, key=lambda s: s.pinball)  # min keeps the first of equal losses
+    result.model = fit_model(
+        backend, best.candidate.params(base), names, columns, y, best.candidate.space
+    )
+    result.space, result.log_offset = best.candidate.space, best.log_offset
+    result.choice = best.candidate.name
+    result.candidates = {s.candidate.name: s.pinball for s in scored}
+    score_held_out(backend, result, test, settings.quantile_alpha)
+    return result
