@@ -21,11 +21,11 @@ LARGE = "1000000"  # retention caps: every replayed row stays trainable
 
 
 def say(text: str = "") -> None:
-    print(text, flush=True)  # noqa: T201 (benchmark output)
+    print(text, flush=True)
 
 
 def note(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)  # noqa: T201 (benchmark output)
+    print(text, file=sys.stderr, flush=True)
 
 
 def load_rows(spec: str) -> tuple[str, list[dict[str, Any]]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from prediction_server.app import create_app
-from prediction_server.lean import keep_scikit_learn_out
+from shared.lean import keep_scikit_learn_out
 from shared.settings import PredictionSettings
 from shared.web.server import serve
 

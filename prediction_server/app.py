@@ -10,10 +10,10 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from prediction_server.lean import keep_scikit_learn_out
 from prediction_server.metrics import PredictionMetrics
 from prediction_server.routes import ops, predict
 from prediction_server.watcher import ModelWatcher
+from shared.lean import keep_scikit_learn_out
 from shared.predictor import prior_bundle
 from shared.settings import PredictionSettings
 from shared.slot import BundleSlot

@@ -63,8 +63,9 @@ def objective_for(y: np.ndarray, params: FitParams) -> Objective:
         return Objective(start=float(np.mean(y)) if len(y) else 0.0, hessian=1.0, gradient=None)
     q = params.quantile
     sought = float(np.quantile(y, q)) if len(y) else 0.0
-    trees = params.n_estimators > 0 and params.start_quantile is not None and len(y) > 0
-    start = float(np.quantile(y, params.start_quantile)) if trees else sought
+    start_at = params.start_quantile
+    trees = params.n_estimators > 0 and start_at is not None and len(y) > 0
+    start = float(np.quantile(y, start_at)) if trees and start_at is not None else sought
     # Scale of one step: the distance from the median to the quantile sought.
     spread = max(sought - float(np.quantile(y, 0.5)) if len(y) else 0.0, MIN_SPREAD)
 

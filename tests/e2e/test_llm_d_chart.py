@@ -162,20 +162,29 @@ class Observed:
         by_pid.setdefault(status["model_version"], loaded_at)
 
     def all_workers_serve(self, version: str) -> bool:
+        """Every worker of every server has served `version` or a newer one (early retrains
+        may publish faster than a sync interval: a worker then goes straight to the newest,
+        as it should). Versions are UTC timestamps: newer sorts later."""
         return len(self.loaded) == PREDICTORS and all(
-            len(pids) == WORKERS and all(version in v for v in pids.values())
+            len(pids) == WORKERS and all(caught_up(loads, version) for loads in pids.values())
             for pids in self.loaded.values()
         )
 
     def delays(self, since: dict[str, float], versions: list[str]) -> dict[str, float]:
-        """Seconds from `since` to each load, per (server, worker, version) observed."""
+        """Seconds from `since` (a version's publication) until each worker served it or a
+        newer version, per (server, worker, version) observed."""
         return {
-            f"{name} pid {pid} {version}": round(loads[version] - since[version], 2)
+            f"{name} pid {pid} {version}": round(
+                min(t for v, t in loads.items() if v >= version) - since[version], 2)
             for name, pids in self.loaded.items()
             for pid, loads in pids.items()
             for version in versions
-            if version in loads and version in since
+            if caught_up(loads, version) and version in since
         }
+
+
+def caught_up(loads: dict[str, float], version: str) -> bool:
+    return any(v >= version for v in loads)
 
 
 def watch(pod: Pod, feed: EppFeed) -> Observed:
@@ -262,12 +271,12 @@ def test_the_chart_runs_our_image_and_its_predictors_follow_the_trainer(pod: Pod
     log.info("published -> loaded by each worker, s: %s", delays)
     assert max(delays.values()) <= 2 * SYNC_SEC, delays
     for name, pids in seen.loaded.items():
-        assert all(any(v in loads for loads in pids.values()) for v in versions), name
+        assert all(caught_up(loads, v) for loads in pids.values() for v in versions), name
     assert set(feed.ingest_codes) == {202}
     assert {p["code"] for p in feed.predictions} == {200}
     answers = [row for p in feed.predictions for row in p["predictions"]]
     assert {row["objective_type"] for row in answers} == {"mean"}
-    assert set(versions) <= {row["model_version"] for row in answers}
+    assert max(row["model_version"] for row in answers) >= versions[-1]
 
     for p in (pod.trainer, *pod.predictors):
         p.stop()
