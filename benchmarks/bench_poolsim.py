@@ -3,6 +3,7 @@
     .venv/bin/python -m benchmarks.bench_poolsim capacity [--seconds 120]
     .venv/bin/python -m benchmarks.bench_poolsim compare [--workloads chat,prefix,mixed,ramp]
         [--seeds 0,1,2] [--pods 8] [--duration 600] [--policies ...] [--out DIR] [--jobs 1]
+        [--hardware h200|b200] [--speedup S]
 
 `capacity`: one pod (h200) fed each workload's request mix at a rate it cannot keep up
 with; the completions per second it sustains are its saturation throughput (the figure
@@ -11,7 +12,10 @@ poolsim.workloads.RATE_PER_POD was set from). No routing policy is involved.
 `compare`: `latency-predictor simulate` per workload and seed (JSON under --out,
 default benchmarks/results/poolsim), then per workload a Markdown table of each policy's
 mean over the seeds (and the min-max of TTFT p90 and SLO attainment across seeds), with
-the wall time per run. Timing figures depend on the machine's load: `uptime` is printed.
+the wall time per run; for `predicted-latency` (our servers, started by each run) the
+served p90s' coverage and pinball and its warm-up, per TTFT SLO class where a workload
+has several, and the phase-2 goal check (benchmarks/poolsim_tables.py). Timing figures
+depend on the machine's load: `uptime` is printed.
 """
 
 from __future__ import annotations
@@ -20,21 +24,20 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
+from benchmarks.poolsim_tables import goal_check, served_table, slo_class_table, table
 from poolsim.engine import Engine
 from poolsim.hardware import H200
 from poolsim.policies import make_policy
 from poolsim.workloads import RATE_PER_POD, WORKLOADS, generate
 
 ROOT = Path(__file__).resolve().parents[1]
-POLICIES = "random,round-robin,least-requests,heuristic,oracle"
+POLICIES = "random,round-robin,least-requests,heuristic,predicted-latency,oracle"
 
 
 def say(text: str) -> None:
@@ -92,7 +95,11 @@ def _run(workload: str, seed: int, args: argparse.Namespace, out: Path) -> subpr
         "--json",
         str(target),
         "--no-progress",
+        "--hardware",
+        args.hardware,
     ]
+    if args.speedup is not None:
+        command += ["--speedup", str(args.speedup)]
     if seed == 0:
         command += ["--plots", str(out / f"{workload}-plots")]
     return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
@@ -121,44 +128,14 @@ def compare(args: argparse.Namespace) -> None:
             f"{docs[0]['requests']:,} requests in seed {args.seeds.split(',')[0]})\n"
         )
         say(table(docs))
+        for title, part in (
+            ("Served p90s of the predicted policy, warm-up, holds", served_table(docs)),
+            ("By TTFT SLO class (means over the seeds)", slo_class_table(docs)),
+            ("Goal check (means over the seeds)", goal_check(docs)),
+        ):
+            if part:
+                say(f"\n{title}:\n\n{part}")
     say(f"uptime: {os.getloadavg()}")
-
-
-def _mean(docs: list[dict[str, Any]], policy: str, *path: str) -> list[float]:
-    values = []
-    for doc in docs:
-        value: Any = doc["policies"][policy]
-        for key in path:
-            value = value[key]
-        values.append(float(value))
-    return values
-
-
-def table(docs: list[dict[str, Any]]) -> str:
-    lines = [
-        "| policy | TTFT p50 ms | TTFT p90 ms (seeds min-max) | TTFT p99 ms | TPOT p90 ms"
-        " | E2E p90 ms | SLO met (seeds min-max) | req/s | pod share min-max "
-        "| prefix hit | wall s / run |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for policy in docs[0]["policies"]:
-        p90 = _mean(docs, policy, "ttft_ms", "p90")
-        slo = _mean(docs, policy, "slo_attainment")
-        shares = [s for d in docs for s in d["policies"][policy]["pod_share"]]
-        hits = [h for d in docs for h in d["policies"][policy]["prefix_hit_rate"] if h is not None]
-        lines.append(
-            f"| {policy} | {statistics.mean(_mean(docs, policy, 'ttft_ms', 'p50')):,.0f} "
-            f"| {statistics.mean(p90):,.0f} ({min(p90):,.0f}-{max(p90):,.0f}) "
-            f"| {statistics.mean(_mean(docs, policy, 'ttft_ms', 'p99')):,.0f} "
-            f"| {statistics.mean(_mean(docs, policy, 'tpot_ms', 'p90')):.1f} "
-            f"| {statistics.mean(_mean(docs, policy, 'e2e_ms', 'p90')):,.0f} "
-            f"| {statistics.mean(slo):.1%} ({min(slo):.1%}-{max(slo):.1%}) "
-            f"| {statistics.mean(_mean(docs, policy, 'throughput_rps')):.1f} "
-            f"| {min(shares):.1%}-{max(shares):.1%} "
-            f"| {statistics.mean(hits) if hits else 0:.0%} "
-            f"| {statistics.mean(_mean(docs, policy, 'wall_s')):.0f} |"
-        )
-    return "\n".join(lines)
 
 
 def main() -> None:
@@ -176,6 +153,10 @@ def main() -> None:
     cmp_.add_argument("--policies", default=POLICIES)
     cmp_.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "poolsim"))
     cmp_.add_argument("--jobs", type=int, default=1, help="simulations at once")
+    cmp_.add_argument("--hardware", default="h200", help="h200 (calibrated) or b200")
+    cmp_.add_argument(
+        "--speedup", type=float, help="for predicted-latency (default: the command's)"
+    )
     cmp_.add_argument("--table-only", action="store_true", help="tables from existing JSON")
     args = parser.parse_args()
     started = time.perf_counter()

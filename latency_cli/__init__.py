@@ -2,5 +2,6 @@
 the local demo with its synthetic load, and starting/stopping the servers as processes
 (`latency_cli.processes`, used by the demo, the tests and the benchmarks alike).
 
-It imports the servers and `shared`; nothing imports it but tests and benchmarks.
+It imports the servers and `shared`; nothing imports it but tests, benchmarks and
+`poolsim.predictor_servers` (only `processes`, which imports neither).
 """

@@ -2,7 +2,9 @@
 
     latency-predictor simulate --workload chat|prefix|mixed|ramp|FILE.jsonl [--pods 8]
         [--duration 600] [--policies random,round-robin,least-requests,heuristic,oracle]
-        [--seed 0] [--hardware h200|b200] [--json OUT] [--plots DIR] [--speedup 10]
+        [--seed 0] [--hardware h200|b200] [--json OUT] [--plots DIR] [--speedup 5]
+        [--training-url URL --prediction-url URL[,URL...]] [--prediction-servers 1]
+        [--max-model-age 12]
 
 Every policy serves the same requests (the workload's seed). Prints a Markdown table;
 --json writes every figure, --plots the TTFT CDF and per-pod share PNGs (matplotlib).
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -21,16 +24,20 @@ from typing import TYPE_CHECKING, Any
 
 from poolsim.hardware import HARDWARE, hardware
 from poolsim.policies import FACTORIES, make_policy
+from poolsim.policy_api import PolicyOptions
 from poolsim.replay import ReplayError, load_replay
 from poolsim.request import Request
 from poolsim.workloads import WORKLOADS, generate
 
 if TYPE_CHECKING:  # the heavier modules load when the command runs, not with the CLI
-    from poolsim.engine import RunResult
+    from poolsim.engine import Engine, RunResult
     from poolsim.metrics import PolicyMetrics
 
 HELP = "simulate a pool of vLLM-like pods and compare routing policies on it"
 DEFAULT_POLICIES = "random,round-robin,least-requests,heuristic,oracle"
+# A 10-minute run of 8 pods at x5: 120 s paced, ~100 s of CPU on the request path for the
+# busiest workload (chat, 38k requests), within 3 minutes (benchmarks/README.md, "Speed").
+DEFAULT_SPEEDUP = 5.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,9 +63,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--speedup",
         type=float,
-        default=10.0,
+        default=DEFAULT_SPEEDUP,
         help="simulated seconds per wall second for policies that use a real "
-        "predictor (10); the others run as fast as the CPU allows",
+        f"predictor ({DEFAULT_SPEEDUP:g}); the others run as fast as the CPU allows",
+    )
+    parser.add_argument(
+        "--training-url",
+        help="predicted-latency: the trainer to send training rows to (with --prediction-url; "
+        "default: start our servers for the run)",
+    )
+    parser.add_argument(
+        "--prediction-url",
+        help="predicted-latency: comma-separated prediction server URLs to use instead of "
+        "starting our own (without --training-url no training rows are sent)",
+    )
+    parser.add_argument(
+        "--prediction-servers",
+        type=int,
+        default=1,
+        help="predicted-latency: prediction servers to start beside our trainer (1)",
+    )
+    parser.add_argument(
+        "--max-model-age",
+        type=float,
+        default=12.0,
+        help="predicted-latency: simulated seconds a model may serve before simulated time "
+        "waits for the next one (12 = the 10 s retrain interval + 2 s; 0: never wait)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -98,8 +128,14 @@ def _check(args: argparse.Namespace) -> list[str]:
             f"--policies: unknown {', '.join(unknown) or '(none given)'}; "
             f"known: {', '.join(FACTORIES)}"
         )
-    if args.pods < 1 or args.duration <= 0 or args.speedup <= 0:
-        raise UsageProblem("--pods, --duration and --speedup must be positive")
+    if args.max_model_age < 0:
+        raise UsageProblem("--max-model-age must be >= 0")
+    if args.pods < 1 or args.duration <= 0 or args.speedup <= 0 or args.prediction_servers < 1:
+        raise UsageProblem(
+            "--pods, --duration, --speedup and --prediction-servers must be positive"
+        )
+    if args.training_url and not args.prediction_url:
+        raise UsageProblem("--training-url needs --prediction-url")
     from poolsim.report import INSTALL_HINT, matplotlib_available
 
     if args.plots and not matplotlib_available():
@@ -111,17 +147,65 @@ def _run_one(name: str, requests: list[Request], args: argparse.Namespace) -> Ru
     from poolsim.engine import Engine
     from poolsim.progress import ProgressBar
 
-    policy = make_policy(name, args.seed, args.speedup)
+    policy = make_policy(name, args.seed, options=_options(args))
     speedup = args.speedup if policy.paced else None
     last = max(r.arrival_s for r in requests)
     bar = None if args.no_progress else ProgressBar(name, last)
     engine = Engine(
         requests, args.pods, hardware(args.hardware), policy, speedup=speedup, progress=bar
     )
-    result = asyncio.run(engine.run())
+    result = asyncio.run(_until_sigterm(engine))
     if bar is not None:
         bar.close(min(result.sim_end_s, last))
     return result
+
+
+def _options(args: argparse.Namespace) -> PolicyOptions:
+    urls = tuple(u.strip() for u in (args.prediction_url or "").split(",") if u.strip())
+    return PolicyOptions(
+        seed=args.seed,
+        speedup=args.speedup,
+        training_url=args.training_url,
+        prediction_urls=urls,
+        prediction_servers=args.prediction_servers,
+        max_model_age_s=args.max_model_age,
+    )
+
+
+def _predictor_note(args: argparse.Namespace, names: list[str]) -> str | None:
+    """What the predicted policies will talk to, with the scaled time constants."""
+    if "predicted-latency" not in names:
+        return None
+    if args.prediction_url:
+        sink = args.training_url or "nowhere (no --training-url)"
+        return f"predicted-latency: predictor at {args.prediction_url}, training rows to {sink}"
+    from poolsim.predictor_servers import scaled_env
+
+    env = scaled_env(Path("."), args.speedup)
+    keys = (
+        "LATENCY_RETRAINING_INTERVAL_SEC",
+        "LATENCY_CALIBRATION_INTERVAL_SEC",
+        "MODEL_SYNC_INTERVAL_SEC",
+    )
+    return (
+        f"predicted-latency: our training server (SQLite in a temp dir) and "
+        f"{args.prediction_servers} prediction server(s), started for the run: "
+        + ", ".join(f"{key}={env[key]}" for key in keys)
+        + f" (10 s, 1 s and 1 s divided by the speedup {args.speedup:g})"
+    )
+
+
+async def _until_sigterm(engine: Engine) -> RunResult:
+    """The run, cancelled by SIGTERM: its `finally` closes the policy, which ends the
+    servers a predicted policy started (by PID) before the process exits."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        return await engine.run()
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -140,12 +224,18 @@ def run(args: argparse.Namespace) -> int:
         f"predictor run as fast as possible, those with one at x{args.speedup:g} "
         f"(the predictor's retrain interval divided by it)"
     )
+    note = _predictor_note(args, names)
+    if note:
+        _out(note)
     started = time.perf_counter()
     try:
         results, ttfts, paced = _run_all(names, requests, args)
-    except ValueError as exc:
+    except (ValueError, RuntimeError, TimeoutError) as exc:  # incl. a server that failed
         _err(str(exc))
         return 1
+    except asyncio.CancelledError:
+        _err("terminated (SIGTERM); every server it started was stopped")
+        return 143
     _report(args, len(requests), results, ttfts, paced, time.perf_counter() - started)
     return 0
 
@@ -180,9 +270,13 @@ def _report(
     paced: list[str],
     wall: float,
 ) -> None:
-    from poolsim.report import markdown_table, write_plots
+    from poolsim.report import markdown_table, served_table, write_plots
 
     _out(markdown_table(results))
+    served = served_table(results)
+    if served:
+        _out("\nServed p90s of the predicted policies (coverage and pinball, q = 0.9):\n")
+        _out(served)
     if args.plots:
         for path in write_plots(ttfts, results, Path(args.plots), str(args.workload)):
             _out(f"plot: {path}")

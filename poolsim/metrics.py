@@ -17,6 +17,12 @@ class Percentiles(TypedDict):
     p99: float | None
 
 
+class SloClass(TypedDict):
+    requests: int
+    ttft_p90_ms: float | None
+    slo_attainment: float
+
+
 class PolicyMetrics(TypedDict):
     requests: int
     completed: int
@@ -33,6 +39,7 @@ class PolicyMetrics(TypedDict):
     recompute_tokens: int
     wall_s: float
     sim_s: float
+    by_ttft_slo: dict[str, SloClass]  # requests grouped by their TTFT SLO ("none": without)
     policy: dict[str, float]
 
 
@@ -55,6 +62,34 @@ def slo_attainment(result: RunResult) -> float | None:
     missed = [r for r in result.unfinished if has_slo(r.slo_ttft_ms, r.slo_tpot_ms)]
     total = len(judged) + len(missed)
     return sum(c.slo_met for c in judged) / total if total else None
+
+
+def by_ttft_slo(result: RunResult) -> dict[str, SloClass]:
+    """TTFT p90 and SLO attainment per TTFT SLO class (e.g. the sizes of `mixed`); an
+    unfinished request counts as a miss."""
+    groups: dict[str, tuple[list[float], list[bool]]] = {}
+    for done in result.completions:
+        ttfts, met = groups.setdefault(_slo_key(done.request.slo_ttft_ms), ([], []))
+        ttfts.append(done.ttft_ms)
+        met.append(done.slo_met)
+    for request in result.unfinished:
+        groups.setdefault(_slo_key(request.slo_ttft_ms), ([], []))[1].append(False)
+    return {
+        key: {
+            "requests": len(met),
+            "ttft_p90_ms": percentiles(ttfts)["p90"],
+            "slo_attainment": sum(met) / len(met),
+        }
+        for key, (ttfts, met) in sorted(groups.items(), key=lambda item: _slo_order(item[0]))
+    }
+
+
+def _slo_order(key: str) -> float:
+    return float("inf") if key == "none" else float(key)
+
+
+def _slo_key(slo_ttft_ms: float | None) -> str:
+    return "none" if slo_ttft_ms is None else f"{slo_ttft_ms:g}"
 
 
 def hit_rates(result: RunResult) -> list[float | None]:
@@ -87,5 +122,6 @@ def summarize(result: RunResult) -> PolicyMetrics:
         "recompute_tokens": sum(pod.recompute_tokens for pod in result.pods),
         "wall_s": result.wall_s,
         "sim_s": result.sim_end_s,
+        "by_ttft_slo": by_ttft_slo(result),
         "policy": result.policy_summary,
     }

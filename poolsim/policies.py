@@ -10,7 +10,8 @@
   llm-d's approximate prefix scorer (an index of where it routed), it reads each pod's
   true cache, which can only help it.
 
-`make_policy(name, seed)` builds any of them and `oracle` (poolsim.oracle).
+`make_policy(name, seed)` builds any of them, `oracle` (poolsim.oracle) and
+`predicted-latency` (poolsim.predicted: llm-d's picker on our real predictor).
 """
 
 from __future__ import annotations
@@ -93,19 +94,29 @@ def _oracle(options: PolicyOptions) -> Policy:
     return OraclePolicy(options.seed)
 
 
+def _predicted(options: PolicyOptions) -> Policy:
+    from poolsim.predicted import PredictedLatencyPolicy  # loads the HTTP client
+
+    return PredictedLatencyPolicy(options)
+
+
 # name -> factory; a policy with a real predictor registers here the same way
 FACTORIES: dict[str, Callable[[PolicyOptions], Policy]] = {
     "random": lambda options: RandomPolicy(options.seed),
     "round-robin": lambda options: RoundRobinPolicy(options.seed),
     "least-requests": lambda options: LeastRequestsPolicy(options.seed),
     "heuristic": lambda options: HeuristicPolicy(options.seed),
+    "predicted-latency": _predicted,
     "oracle": _oracle,
 }
 
 
-def make_policy(name: str, seed: int, speedup: float = 10.0) -> Policy:
+def make_policy(
+    name: str, seed: int, speedup: float = 10.0, options: PolicyOptions | None = None
+) -> Policy:
+    """The named policy; `options` (when given) replaces seed and speedup."""
     try:
         factory = FACTORIES[name]
     except KeyError:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(FACTORIES)}") from None
-    return factory(PolicyOptions(seed=seed, speedup=speedup))
+    return factory(options or PolicyOptions(seed=seed, speedup=speedup))

@@ -90,6 +90,12 @@ class PolicyOptions:
 
     seed: int
     speedup: float = 10.0
+    # predicted-latency: a predictor at these URLs, or (none given) our servers started for
+    # the run, `prediction_servers` of them besides the trainer
+    training_url: str | None = None
+    prediction_urls: tuple[str, ...] = ()
+    prediction_servers: int = 1
+    max_model_age_s: float = 12.0  # hold simulated time for a newer model (0: never)
 
 
 class Policy(Protocol):

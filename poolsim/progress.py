@@ -12,11 +12,13 @@ class ProgressBar:
         self.label, self.total = label, max(total_s, 1e-9)
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
-        self.start = time.perf_counter()
+        self.start: float | None = None  # the first call: after a policy's servers started
         self.last_tenth = -1
 
     def __call__(self, sim_s: float) -> None:
         done = min(sim_s / self.total, 1.0)
+        if self.start is None:
+            self.start = time.perf_counter()
         wall = time.perf_counter() - self.start
         rate = sim_s / wall if wall > 0 else 0.0
         text = (

@@ -46,6 +46,38 @@ def markdown_table(results: Mapping[str, PolicyMetrics]) -> str:
     return "\n".join(lines)
 
 
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def served_table(results: Mapping[str, PolicyMetrics]) -> str | None:
+    """The predicted policies' own figures: coverage and pinball loss (q = 0.9) of the
+    p90s the picks acted on, against what the chosen pod then measured; None when no
+    policy served predictions."""
+    rows = {name: m["policy"] for name, m in results.items() if "served_ttft_rows" in m["policy"]}
+    if not rows:
+        return None
+    lines = [
+        "| policy | TTFT coverage | TTFT pinball ms | TPOT coverage | TPOT pinball ms "
+        "| TTFT coverage / pinball after the prior | fallbacks | routed by prior / first 3 models"
+        " | model versions |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, f in rows.items():
+        lines.append(
+            f"| {name} | {_share(f.get('served_ttft_coverage'))} "
+            f"| {_ms(f.get('served_ttft_pinball_ms'))} "
+            f"| {_share(f.get('served_tpot_coverage'))} "
+            f"| {_ms(f.get('served_tpot_pinball_ms'))} "
+            f"| {_share(f.get('trained_ttft_coverage'))} / "
+            f"{_ms(f.get('trained_ttft_pinball_ms'))} "
+            f"| {f.get('fallbacks', 0):.0f} "
+            f"| {f.get('routed_by_prior', 0):.0f} / {f.get('routed_by_first_3_models', 0):.0f} "
+            f"| {f.get('model_versions_served', 0):.0f} |"
+        )
+    return "\n".join(lines)
+
+
 def matplotlib_available() -> bool:
     try:
         import matplotlib  # noqa: F401

@@ -110,6 +110,45 @@ def test_usage_errors_exit_2_and_say_why() -> None:
     assert done.returncode == 2 and "unknown psychic" in done.stderr
     done = simulate("--workload", "nowhere.jsonl")
     assert done.returncode == 2 and "neither a workload" in done.stderr
+    done = simulate("--workload", "chat", "--training-url", "http://127.0.0.1:9")
+    assert done.returncode == 2 and "--training-url needs --prediction-url" in done.stderr
+    done = simulate("--workload", "chat", "--max-model-age", "-1")
+    assert done.returncode == 2 and "--max-model-age" in done.stderr
+
+
+def test_predicted_latency_at_an_unreachable_predictor_falls_back_and_says_so(
+    tmp_path: Path,
+) -> None:
+    from latency_cli.processes import free_port
+
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    out = tmp_path / "sim.json"
+    done = simulate(
+        "--workload",
+        "mixed",
+        "--pods",
+        "2",
+        "--duration",
+        "10",
+        "--policies",
+        "predicted-latency",
+        "--prediction-url",
+        nowhere,
+        "--speedup",
+        "50",
+        "--json",
+        str(out),
+        "--no-progress",
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"predictor at {nowhere}, training rows to nowhere" in done.stdout
+    assert "paced x50" in done.stdout and "| predicted-latency |" in done.stdout
+    document = json.loads(out.read_text())
+    assert document["paced_policies"] == ["predicted-latency"]
+    figures = document["policies"]["predicted-latency"]
+    assert figures["unfinished"] == 0
+    assert figures["policy"]["fallbacks"] == figures["completed"]
+    assert figures["policy"]["rule_composite"] == figures["completed"]
 
 
 def test_plots_without_matplotlib_say_how_to_install_it(tmp_path: Path) -> None:

@@ -25,7 +25,9 @@ def _figures(workload: str, policy: str, seed: int) -> str:
     return json.dumps(metrics, sort_keys=True)
 
 
-@pytest.mark.parametrize("policy", sorted(FACTORIES))
+# predicted-latency learns from a real trainer whose retrains land when the machine lets
+# them: its runs repeat only in distribution (tests/poolsim/test_predicted.py covers it)
+@pytest.mark.parametrize("policy", sorted(set(FACTORIES) - {"predicted-latency"}))
 def test_same_seed_same_result_bitwise(policy: str) -> None:
     first = _figures("prefix", policy, 4)
     assert first == _figures("prefix", policy, 4)

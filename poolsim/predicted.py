@@ -1,0 +1,206 @@
+"""`predicted-latency`: llm-d's predicted-latency picker on our real predictor, closed loop.
+
+Per request, the EPP's row for every pod (`PodFeatures.row()`) goes to the prediction
+servers in one /predict/bulk/strict call (latency_client's PredictorClient), and
+`latency_client.picker.pick` runs llm-d's pipeline on the answers: prefix affinity (strict,
+then loose), the SLO headroom tiers with the request's `slo_ttft_ms` / `slo_tpot_ms`
+(absent: 0), the latency scorer and the weighted-random pick (a seeded rng). Every
+completed request goes back to the trainer as the EPP sends it
+(`Observation.training_rows()` with the `predicted_*` of the prediction acted on). When no
+prediction comes (any `PredictionUnavailable`) the pick falls back to the picker's
+composite score, as llm-d does, and the fallback is counted.
+
+Simulated time stands still while a pick waits for a model that is more than
+`max_model_age_s` simulated seconds old (poolsim.model_age says why: a busy machine
+would otherwise make the retrain cadence depend on its load).
+
+The predictor is ours, started for the run (`LocalPredictor`, its time constants divided
+by the speedup), or any at given URLs (then nothing is started). The client's own time
+constants (flush interval, back-off) are divided by the speedup too. Simulated time stands
+still while a prediction call is in flight, so its wall time never shows in a simulated
+latency; the deadline is therefore wide (`DEADLINE_S`): a timeout would only measure how
+loaded the machine running the simulation is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from collections.abc import Sequence
+
+import httpx
+
+from latency_client import (
+    ClientConfig,
+    ClientStats,
+    PodState,
+    Prediction,
+    PredictionTimeout,
+    PredictionUnavailable,
+    PredictorClient,
+)
+from latency_client import RequestInfo as PickerRequest
+from latency_client.picker import pick
+from poolsim.model_age import ModelAgeGuard
+from poolsim.policy_api import BasePolicy, Observation, PodFeatures, PolicyOptions, RequestInfo
+from poolsim.predictor_servers import LocalPredictor
+from poolsim.served import ServedScores
+
+DEADLINE_S = 5.0  # per pick, wall time (see the module docstring)
+ATTEMPT_TIMEOUT_S = 2.0
+
+
+def client_config(speedup: float) -> ClientConfig:
+    """The EPP's defaults with the loop's time constants on the simulated clock."""
+    return ClientConfig(
+        deadline_s=DEADLINE_S,
+        attempt_timeout_s=ATTEMPT_TIMEOUT_S,
+        flush_interval_s=1.0 / speedup,
+        max_flush_backoff_s=4.0 / speedup,
+        backoff_s=1.0 / speedup,
+        max_backoff_s=30.0 / speedup,
+    )
+
+
+class PredictedLatencyPolicy(BasePolicy):
+    name = "predicted-latency"
+    paced = True
+
+    def __init__(self, options: PolicyOptions) -> None:
+        self.options = options
+        self.rng = random.Random(options.seed)
+        self.local: LocalPredictor | None = None
+        self.client: PredictorClient | None = None
+        self.scores = ServedScores()
+        self.rules: Counter[str] = Counter()
+        self.fallbacks = 0
+        self.timeouts = 0
+        self.acted: dict[int, Prediction | None] = {}  # request id -> prediction acted on
+        self.pod_of: dict[int, int] = {}
+        self.tpot_slos: list[Counter[float]] = []  # per pod: TPOT SLOs of requests there
+        self.stored_at_end: int | None = None
+        self.client_stats: ClientStats | None = None
+        self.completed = 0
+        self.guard = ModelAgeGuard(options.speedup, options.max_model_age_s)
+
+    async def start(self, speedup: float | None) -> None:
+        speedup = speedup or self.options.speedup
+        self.guard.speedup = speedup
+        training_url: str | None = self.options.training_url
+        urls: Sequence[str] = self.options.prediction_urls
+        if not urls:
+            # started on the loop's thread: a cancelled run (SIGTERM) can never leave a
+            # server starting behind close(), which stops whatever `local` started
+            self.local = LocalPredictor(speedup, self.options.prediction_servers)
+            self.local.start()
+            training_url, urls = self.local.training_url, self.local.prediction_urls
+        self.client = PredictorClient(urls, training_url, config=client_config(speedup))
+
+    async def choose(self, request: RequestInfo, pods: Sequence[PodFeatures], now_s: float) -> int:
+        assert self.client is not None, "start() first"
+        if not self.tpot_slos:
+            self.tpot_slos = [Counter() for _ in pods]
+        rows = [pod.row() for pod in pods]
+        predictions = await self._ask(rows)
+        if predictions:
+            self.guard.seen(predictions[0].model_version, now_s)
+            if self.guard.due(now_s, self.completed):
+                fresh = await self.guard.hold(lambda: self._ask(rows), now_s)
+                predictions = fresh or predictions
+        else:
+            self.fallbacks += 1
+        chosen = pick(
+            PickerRequest(request.input_tokens, request.slo_ttft_ms, request.slo_tpot_ms),
+            [self._state(index, pod) for index, pod in enumerate(pods)],
+            predictions,
+            self.rng,
+            admission=False,  # nothing is sheddable here: every request is served
+        )
+        self.rules[chosen.rule] += 1
+        self.acted[request.id] = chosen.prediction
+        self.pod_of[request.id] = chosen.index
+        if request.slo_tpot_ms is not None:
+            self.tpot_slos[chosen.index][request.slo_tpot_ms] += 1
+        if chosen.prediction is not None:
+            self.scores.routed(chosen.prediction.model_version, now_s)
+        return chosen.index
+
+    async def _ask(self, rows: list[dict[str, float | int | str]]) -> list[Prediction] | None:
+        assert self.client is not None, "start() first"
+        try:
+            return await self.client.predict(rows)
+        except PredictionUnavailable as exc:
+            self.timeouts += isinstance(exc, PredictionTimeout)
+            return None
+
+    def _state(self, index: int, pod: PodFeatures) -> PodState:
+        slos = self.tpot_slos[index]
+        return PodState(
+            str(index),
+            kv_cache_percentage=pod.kv_cache_percentage,
+            num_request_waiting=pod.num_request_waiting,
+            running_requests=pod.num_request_running,
+            prefill_tokens_in_flight=pod.prefill_tokens_in_flight,
+            prefix_cache_score=pod.prefix_cache_score,
+            running_tpot_slos_ms=(min(slos),) if slos else (),  # only the tightest counts
+        )
+
+    def observe(self, observation: Observation) -> None:
+        done = observation.completion
+        self.completed += 1
+        acted = self.acted.pop(done.request.id)
+        pod = self.pod_of.pop(done.request.id)
+        slo = done.request.slo_tpot_ms
+        if slo is not None:
+            slos = self.tpot_slos[pod]
+            slos[slo] -= 1
+            if slos[slo] <= 0:
+                del slos[slo]
+        predicted = {}
+        if acted is not None:
+            predicted = {"predicted_ttft_ms": acted.ttft_ms, "predicted_tpot_ms": acted.tpot_ms}
+            self.scores.completed(
+                acted.model_version, (acted.ttft_ms, acted.tpot_ms), done.ttft_ms, done.tpot_ms
+            )
+        assert self.client is not None
+        if self.options.training_url is not None or self.local is not None:
+            for row in observation.training_rows():
+                self.client.record({**row, **predicted})
+
+    async def close(self) -> None:
+        try:
+            if self.client is not None:
+                await self.client.aclose()  # sends what is buffered
+                self.client_stats = self.client.stats()
+            if self.local is not None and self.local.servers:
+                self.stored_at_end = await asyncio.to_thread(stored_rows, self.local.training_url)
+        finally:
+            if self.local is not None:
+                self.local.stop()
+
+    def summary(self) -> dict[str, float]:
+        out = self.scores.figures()
+        out.update(self.guard.figures())
+        out["fallbacks"] = float(self.fallbacks)
+        out["timeouts"] = float(self.timeouts)
+        out.update({f"rule_{rule}": float(count) for rule, count in sorted(self.rules.items())})
+        stats = self.client_stats
+        if stats is not None:
+            out["feedback_sent"] = float(stats.counters.feedback_sent)
+            out["feedback_dropped"] = float(stats.counters.feedback_dropped)
+            predict_ms = stats.latency_ms.get("predict", {})
+            if "p50" in predict_ms:
+                out["predict_call_p50_ms"] = predict_ms["p50"]
+        if self.stored_at_end is not None:
+            out["trainer_samples"] = float(self.stored_at_end)
+        return out
+
+
+def stored_rows(training_url: str) -> int | None:
+    """Rows in the trainer's store (training + held-out), or None if it does not answer."""
+    try:
+        status = httpx.get(f"{training_url}/data/status", timeout=10.0).json()
+        return int(status["training_data"]["total_samples"] + status["test_data"]["total_samples"])
+    except (httpx.HTTPError, KeyError, TypeError, ValueError):
+        return None
