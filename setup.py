@@ -5,5 +5,10 @@ the numpy walk (shared.tree_eval says which one is live)."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("shared._treewalk", ["shared/_treewalk.c"],
-                             extra_compile_args=["-O3"], optional=True)])
+setup(
+    ext_modules=[
+        Extension(
+            "shared._treewalk", ["shared/_treewalk.c"], extra_compile_args=["-O3"], optional=True
+        )
+    ]
+)

@@ -56,37 +56,46 @@ def main() -> None:
         entries = [TrainingEntry.model_validate(r) for r in resample(rows, args.stored, seed=1)]
         t0 = time.perf_counter()
         for i in range(0, len(entries), 10_000):
-            store.add_samples(entries[i:i + 10_000])
-        say(f"stored {args.stored} rows in {time.perf_counter() - t0:.1f} s; pinned to CPU "
-            f"{cpus}")
+            store.add_samples(entries[i : i + 10_000])
+        say(f"stored {args.stored} rows in {time.perf_counter() - t0:.1f} s; pinned to CPU {cpus}")
         settings = TrainingSettings(
-            db_url=url, model_dir=workdir / "models", train_threads=len(cpus),
+            db_url=url,
+            model_dir=workdir / "models",
+            train_threads=len(cpus),
             retraining_interval_sec=args.interval,
-            max_training_data_size_per_bucket=10_000_000, max_test_data_size=1_000_000,
+            max_training_data_size_per_bucket=10_000_000,
+            max_test_data_size=1_000_000,
         )
         retrainer = Retrainer(settings, store, TrainingMetrics(), trainer_slot(settings))
         window_t0 = time.perf_counter()
         store.window(Target.TTFT, test=False, limit=settings.max_training_window)
         window_s = time.perf_counter() - window_t0
-        say(f"\n## retrain of both targets: {settings.model_type.value}, "
+        say(
+            f"\n## retrain of both targets: {settings.model_type.value}, "
             f"{settings.n_estimators} trees, depth {settings.max_depth}, "
             f"{len(cpus)} core(s); budget {retrainer.window.budget_sec:.1f} s "
             f"(half of a {args.interval:g} s interval); one target's window load alone "
-            f"{window_s:.2f} s")
-        say(f"{'#':>2} {'window':>8} {'ttft rows':>9} {'tpot rows':>9} {'seconds':>8} "
-            f"{'in budget':>9} {'ttft cov':>8} {'tpot cov':>8}")
+            f"{window_s:.2f} s"
+        )
+        say(
+            f"{'#':>2} {'window':>8} {'ttft rows':>9} {'tpot rows':>9} {'seconds':>8} "
+            f"{'in budget':>9} {'ttft cov':>8} {'tpot cov':>8}"
+        )
         extra = resample(rows, 1_000 * args.retrains, seed=2)
         for k in range(args.retrains):
-            store.add_samples([TrainingEntry.model_validate(r)
-                               for r in extra[k * 1_000:(k + 1) * 1_000]])
+            store.add_samples(
+                [TrainingEntry.model_validate(r) for r in extra[k * 1_000 : (k + 1) * 1_000]]
+            )
             outcome = retrainer.run_once()
             row = retrainer.state.last_success or {}
             took = row.get("duration_s", 0.0)
-            say(f"{k + 1:2d} {row.get('window_limit', 0):8d} "
+            say(
+                f"{k + 1:2d} {row.get('window_limit', 0):8d} "
                 f"{row.get('ttft_train_samples', 0):9d} {row.get('tpot_train_samples', 0):9d} "
                 f"{took:8.2f} {'yes' if took <= retrainer.window.budget_sec else 'NO':>9} "
                 f"{row.get('ttft_coverage') or 0:8.3f} {row.get('tpot_coverage') or 0:8.3f}"
-                f"  ({outcome})")
+                f"  ({outcome})"
+            )
         engine.dispose()
 
 

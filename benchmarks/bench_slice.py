@@ -39,8 +39,10 @@ def say(text: str) -> None:
 def bench_retrain(sizes: list[int], workdir: Path) -> None:
     rows = all_trace_rows()
     say("\n## retrain time (both targets, the shipped model settings)")
-    say(f"{'stored':>8} {'ttft train':>10} {'tpot train':>10} {'retrain s':>10} "
-        f"{'ttft cov':>8} {'tpot cov':>8}")
+    say(
+        f"{'stored':>8} {'ttft train':>10} {'tpot train':>10} {'retrain s':>10} "
+        f"{'ttft cov':>8} {'tpot cov':>8}"
+    )
     for n in sizes:
         url = f"sqlite:///{workdir / f'retrain-{n}.db'}"
         upgrade(url)
@@ -48,20 +50,25 @@ def bench_retrain(sizes: list[int], workdir: Path) -> None:
         store = SampleStore(engine, test_ratio=0.1)
         entries = [TrainingEntry.model_validate(r) for r in resample(rows, n, seed=n)]
         for i in range(0, n, 10_000):
-            store.add_samples(entries[i:i + 10_000])
+            store.add_samples(entries[i : i + 10_000])
         settings = TrainingSettings(
-            db_url=url, model_dir=workdir / f"models-{n}", min_samples_for_retrain=10,
+            db_url=url,
+            model_dir=workdir / f"models-{n}",
+            min_samples_for_retrain=10,
             # retention raised so the whole n is trained on (default caps 10k per bucket)
-            max_training_data_size_per_bucket=1_000_000, max_test_data_size=1_000_000,
+            max_training_data_size_per_bucket=1_000_000,
+            max_test_data_size=1_000_000,
         )
         retrainer = Retrainer(settings, store, TrainingMetrics(), trainer_slot(settings))
         t0 = time.perf_counter()
         outcome = retrainer.run_once()
         elapsed = time.perf_counter() - t0
         row = retrainer.state.last_success or {}
-        say(f"{n:8d} {row.get('ttft_train_samples', 0):10d} {row.get('tpot_train_samples', 0):10d}"
+        say(
+            f"{n:8d} {row.get('ttft_train_samples', 0):10d} {row.get('tpot_train_samples', 0):10d}"
             f" {elapsed:10.2f} {row.get('ttft_coverage') or 0:8.3f} "
-            f"{row.get('tpot_coverage') or 0:8.3f}  ({outcome})")
+            f"{row.get('tpot_coverage') or 0:8.3f}  ({outcome})"
+        )
         engine.dispose()
 
 
@@ -77,8 +84,10 @@ def bench_live(workdir: Path, calls: int, cycles: int) -> None:
         "LATENCY_RETRAINING_INTERVAL_SEC": "10",
     }
     trainer = ServerProcess("training_server", free_port(), env, workdir / "training.log")
-    predictors = [ServerProcess("prediction_server", free_port(), env, workdir / f"pred-{i}.log")
-                  for i in range(2)]
+    predictors = [
+        ServerProcess("prediction_server", free_port(), env, workdir / f"pred-{i}.log")
+        for i in range(2)
+    ]
     try:
         trainer.start()
         for p in predictors:
@@ -90,8 +99,12 @@ def bench_live(workdir: Path, calls: int, cycles: int) -> None:
             before = _served(predictors)
             batch = resample(rows, 1000, seed=100 + cycle)
             t0 = time.time()
-            assert client.post(f"{trainer.url}/add_training_data_bulk",
-                               json={"entries": batch}).status_code == 202
+            assert (
+                client.post(
+                    f"{trainer.url}/add_training_data_bulk", json={"entries": batch}
+                ).status_code
+                == 202
+            )
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
                 served = _served(predictors)
@@ -102,6 +115,7 @@ def bench_live(workdir: Path, calls: int, cycles: int) -> None:
             status = httpx.get(f"{predictors[0].url}/status").json()
             created = status["model_created_at"]
             from datetime import datetime
+
             published = datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
             last = httpx.get(f"{trainer.url}/retrains?limit=1").json()["retrains"][0]
             say(f"{cycle:5d} {done - t0:16.2f} {done - published - last['duration_s']:19.2f}")

@@ -39,11 +39,13 @@ def ratios(actual_by_row: np.ndarray, per: int) -> dict[str, float]:
     base = pinball_loss(y[keep], naive[keep], Q)
     out = {}
     for w in WINDOWS:
-        causal = np.array([np.quantile(y[max(0, f - w):f], Q) if f else np.nan
-                           for f in first_of_batch])
+        causal = np.array(
+            [np.quantile(y[max(0, f - w) : f], Q) if f else np.nan for f in first_of_batch]
+        )
         half = w // 2
-        hindsight = np.array([np.quantile(y[max(0, i - half):i + half], Q)
-                              for i in range(len(y))])
+        hindsight = np.array(
+            [np.quantile(y[max(0, i - half) : i + half], Q) for i in range(len(y))]
+        )
         out[f"causal {w}"] = pinball_loss(y[keep], causal[keep], Q) / base
         out[f"hindsight {w}"] = pinball_loss(y[keep], hindsight[keep], Q) / base
     return out

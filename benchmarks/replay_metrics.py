@@ -30,11 +30,16 @@ def ratio(model: float | None, naive: float | None) -> float | None:
     return model / naive
 
 
-def compare(actual: np.ndarray, model: np.ndarray, naive: np.ndarray,
-            quantile: float) -> dict[str, Any]:
+def compare(
+    actual: np.ndarray, model: np.ndarray, naive: np.ndarray, quantile: float
+) -> dict[str, Any]:
     m, n = score(actual, model, quantile), score(actual, naive, quantile)
-    return {"n": len(actual), "model": m, "naive": n,
-            "pinball_ratio": ratio(m["pinball_loss"], n["pinball_loss"])}
+    return {
+        "n": len(actual),
+        "model": m,
+        "naive": n,
+        "pinball_ratio": ratio(m["pinball_loss"], n["pinball_loss"]),
+    }
 
 
 @dataclass
@@ -55,8 +60,9 @@ class TargetRecords:
         self.trained.append(trained)
 
 
-def summarize_online(records: TargetRecords, n_rows: int, windows: int,
-                     quantile: float) -> dict[str, Any]:
+def summarize_online(
+    records: TargetRecords, n_rows: int, windows: int, quantile: float
+) -> dict[str, Any]:
     """overall, after_first_model, second_half and `windows` equal parts by row position."""
     index = np.asarray(records.index, dtype=np.int64)
     actual = np.asarray(records.actual, dtype=np.float64)
@@ -104,6 +110,7 @@ def aggregate_seeds(per_seed: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 # tables ---------------------------------------------------------------------------------
 
+
 def _f(value: float | None, digits: int) -> str:
     if value is None:
         return "-"
@@ -121,23 +128,29 @@ def _num(value: float | None) -> str:
     return f"{value:.2f}"
 
 
-HEADER = (f"{'target':<6} {'slice':<16} {'n':>5}  {'cov':>5} {'naive':>5}  "
-          f"{'pinball':>8} {'naive':>8} {'ratio':>5}  {'MAE':>7} {'naive':>7}  "
-          f"{'RMSE':>7} {'naive':>7}")
+HEADER = (
+    f"{'target':<6} {'slice':<16} {'n':>5}  {'cov':>5} {'naive':>5}  "
+    f"{'pinball':>8} {'naive':>8} {'ratio':>5}  {'MAE':>7} {'naive':>7}  "
+    f"{'RMSE':>7} {'naive':>7}"
+)
 
 
 def table_row(target: str, label: str, part: dict[str, Any]) -> str:
     m, n = part["model"], part["naive"]
-    return (f"{target:<6} {label:<16} {part['n']:>5}  {_f(m['coverage'], 3):>5} "
-            f"{_f(n['coverage'], 3):>5}  {_num(m['pinball_loss']):>8} {_num(n['pinball_loss']):>8} "
-            f"{_f(part['pinball_ratio'], 2):>5}  {_num(m['mae']):>7} {_num(n['mae']):>7}  "
-            f"{_num(m['rmse']):>7} {_num(n['rmse']):>7}")
+    return (
+        f"{target:<6} {label:<16} {part['n']:>5}  {_f(m['coverage'], 3):>5} "
+        f"{_f(n['coverage'], 3):>5}  {_num(m['pinball_loss']):>8} {_num(n['pinball_loss']):>8} "
+        f"{_f(part['pinball_ratio'], 2):>5}  {_num(m['mae']):>7} {_num(n['mae']):>7}  "
+        f"{_num(m['rmse']):>7} {_num(n['rmse']):>7}"
+    )
 
 
 def online_table(target: str, summary: dict[str, Any]) -> list[str]:
-    lines = [table_row(target, "overall", summary["overall"]),
-             table_row(target, "after 1st model", summary["after_first_model"]),
-             table_row(target, "second half", summary["second_half"])]
+    lines = [
+        table_row(target, "overall", summary["overall"]),
+        table_row(target, "after 1st model", summary["after_first_model"]),
+        table_row(target, "second half", summary["second_half"]),
+    ]
     k = len(summary["windows"])
     for i, window in enumerate(summary["windows"]):
         lines.append(table_row(target, f"window {i + 1}/{k}", window))
@@ -156,13 +169,17 @@ def offline_row(target: str, agg: dict[str, Any]) -> str:
 
     r = agg["pinball_ratio"]
     ratio_text = _f(r["mean"], 2) + ("" if agg["seeds"] == 1 else f"±{_f(r['std'], 2)}")
-    return (f"{target:<6} {_num(agg['n_test']['mean']):>5}  {ms('model', 'coverage', _cov):>11} "
-            f"{ms('naive', 'coverage', _cov):>11}  {ms('model', 'pinball_loss', _num):>13} "
-            f"{ms('naive', 'pinball_loss', _num):>13} {ratio_text:>9}  "
-            f"{ms('model', 'mae', _num):>11} {ms('naive', 'mae', _num):>11}  "
-            f"{ms('model', 'rmse', _num):>11} {ms('naive', 'rmse', _num):>11}")
+    return (
+        f"{target:<6} {_num(agg['n_test']['mean']):>5}  {ms('model', 'coverage', _cov):>11} "
+        f"{ms('naive', 'coverage', _cov):>11}  {ms('model', 'pinball_loss', _num):>13} "
+        f"{ms('naive', 'pinball_loss', _num):>13} {ratio_text:>9}  "
+        f"{ms('model', 'mae', _num):>11} {ms('naive', 'mae', _num):>11}  "
+        f"{ms('model', 'rmse', _num):>11} {ms('naive', 'rmse', _num):>11}"
+    )
 
 
-OFFLINE_HEADER = (f"{'target':<6} {'n':>5}  {'cov':>11} {'naive cov':>11}  {'pinball':>13} "
-                  f"{'naive':>13} {'ratio':>9}  {'MAE':>11} {'naive':>11}  {'RMSE':>11} "
-                  f"{'naive':>11}")
+OFFLINE_HEADER = (
+    f"{'target':<6} {'n':>5}  {'cov':>11} {'naive cov':>11}  {'pinball':>13} "
+    f"{'naive':>13} {'ratio':>9}  {'MAE':>11} {'naive':>11}  {'RMSE':>11} "
+    f"{'naive':>11}"
+)

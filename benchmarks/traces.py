@@ -35,7 +35,10 @@ def resample(rows: list[dict[str, Any]], n: int, seed: int = 0) -> list[dict[str
 def prediction_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """As the EPP sends them: no actuals, and its prediction-time constants."""
     return [
-        {**{k: v for k, v in r.items() if not k.startswith("actual_")},
-         "num_tokens_generated": 1, "decode_tokens_in_flight": 0}
+        {
+            **{k: v for k, v in r.items() if not k.startswith("actual_")},
+            "num_tokens_generated": 1,
+            "decode_tokens_in_flight": 0,
+        }
         for r in rows
     ]

@@ -41,22 +41,40 @@ FALLBACK_NAME = "model-export.tar.gz"
 
 
 def add_export_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", type=http_url, default=TRAINING_URL,
-                        help=f"training server ({TRAINING_URL})")
-    parser.add_argument("-o", "--output", metavar="FILE",
-                        help="where to write it (default: the server's file name, here; "
-                             "a directory: that name in it)")
+    parser.add_argument(
+        "--url", type=http_url, default=TRAINING_URL, help=f"training server ({TRAINING_URL})"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="where to write it (default: the server's file name, here; "
+        "a directory: that name in it)",
+    )
 
 
 def add_import_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="a bundle archive from `export` ('-': stdin)")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--url", type=http_url, default=TRAINING_URL,
-                       help=f"upload to this training server ({TRAINING_URL})")
-    where.add_argument("--model-dir", metavar="DIR", type=Path,
-                       help="publish into this model directory instead, without any server")
-    parser.add_argument("--keep", type=_at_least_one, default=5, metavar="N",
-                        help="with --model-dir: versions kept in the directory (5)")
+    where.add_argument(
+        "--url",
+        type=http_url,
+        default=TRAINING_URL,
+        help=f"upload to this training server ({TRAINING_URL})",
+    )
+    where.add_argument(
+        "--model-dir",
+        metavar="DIR",
+        type=Path,
+        help="publish into this model directory instead, without any server",
+    )
+    parser.add_argument(
+        "--keep",
+        type=_at_least_one,
+        default=5,
+        metavar="N",
+        help="with --model-dir: versions kept in the directory (5)",
+    )
 
 
 def _at_least_one(value: str) -> int:
@@ -68,6 +86,7 @@ def _at_least_one(value: str) -> int:
 
 # ---------------------------------------------------------------------------------- export
 
+
 def run_export(args: argparse.Namespace) -> int:
     url = args.url
     with client() as c:
@@ -76,8 +95,9 @@ def run_export(args: argparse.Namespace) -> int:
                 if reply.status_code != 200:
                     reply.read()
                     if reply.status_code == 404:
-                        raise CliError(f"the {TRAINING} at {url} has no model to export: "
-                                       f"{detail(reply)}")
+                        raise CliError(
+                            f"the {TRAINING} at {url} has no model to export: {detail(reply)}"
+                        )
                     raise answered(reply, f"GET {url}/model/export")
                 path = destination(args.output, reply.headers.get("content-disposition"))
                 written = _save(reply, path, url)
@@ -118,8 +138,9 @@ def _save(reply: httpx.Response, path: Path, url: str) -> int:
                     out.write(chunk)
                     written += len(chunk)
             except httpx.HTTPError as exc:
-                raise CliError(f"the download from {url}/model/export broke off: "
-                               f"{reason(exc)}") from None
+                raise CliError(
+                    f"the download from {url}/model/export broke off: {reason(exc)}"
+                ) from None
         os.replace(temp, path)
     except OSError as exc:
         raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None
@@ -141,23 +162,35 @@ def read_metadata(path: Path) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------- import
 
+
 def run_import(args: argparse.Namespace) -> int:
     archive = _read_archive(args.file)
     if args.model_dir is not None:
         version = import_locally(args.model_dir, archive, keep=args.keep)
-        print(f"imported model {version} into {args.model_dir}: published as the current "
-              "version; servers on this directory load it at their next poll")
+        print(
+            f"imported model {version} into {args.model_dir}: published as the current "
+            "version; servers on this directory load it at their next poll"
+        )
         return 0
     with client() as c:
-        reply = call(c, "POST", args.url, "/model/import", TRAINING, content=archive,
-                     headers={"Content-Type": "application/gzip"})
+        reply = call(
+            c,
+            "POST",
+            args.url,
+            "/model/import",
+            TRAINING,
+            content=archive,
+            headers={"Content-Type": "application/gzip"},
+        )
     if reply.status_code == 422:
         raise CliError(detail(reply))  # "bundle refused: <why>"
     if reply.status_code != 200:
         raise answered(reply, f"POST {args.url}/model/import")
     version = reply.json().get("model_version")
-    print(f"imported model {version} into the {TRAINING} at {args.url}: "
-          "published as the current version")
+    print(
+        f"imported model {version} into the {TRAINING} at {args.url}: "
+        "published as the current version"
+    )
     return 0
 
 

@@ -43,8 +43,9 @@ def client() -> httpx.Client:
     # trust_env=False: no proxy or netrc from the environment; the request goes to the URL.
     # The servers' own token settings (LATENCY_API_TOKEN[_FILE]) authorise admin calls such
     # as export and import; read from the environment, never from a flag in shell history.
-    return httpx.Client(timeout=TIMEOUT_S, trust_env=False, follow_redirects=False,
-                        auth=TokenAuth(CommonSettings()))
+    return httpx.Client(
+        timeout=TIMEOUT_S, trust_env=False, follow_redirects=False, auth=TokenAuth(CommonSettings())
+    )
 
 
 def reason(exc: httpx.HTTPError) -> str:
@@ -61,8 +62,9 @@ def unreachable(what: str, url: str, exc: httpx.HTTPError) -> Unreachable:
     return Unreachable(f"cannot reach the {what} at {url}: {reason(exc)}")
 
 
-def call(c: httpx.Client, method: str, url: str, path: str, what: str,
-         **kwargs: Any) -> httpx.Response:
+def call(
+    c: httpx.Client, method: str, url: str, path: str, what: str, **kwargs: Any
+) -> httpx.Response:
     """One request; a transport failure becomes CliError("cannot reach the <what> at ...")."""
     try:
         return c.request(method, f"{url}{path}", **kwargs)

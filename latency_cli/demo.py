@@ -44,8 +44,10 @@ def run_demo(args: argparse.Namespace) -> None:
         _say(f"training server  {train_url}   (store {env['LATENCY_DB_URL']})")
         _say(f"prediction server {pred_url}   (models {env['LATENCY_MODEL_DIR']})")
         _say(f"feeding {args.rows_per_second} samples/s for {args.duration:.0f}s; Ctrl-C stops\n")
-        _say(f"{'t(s)':>5} {'samples':>8} {'model version':>26} {'short TTFT':>11} "
-             f"{'long TTFT':>10} {'TPOT':>7}")
+        _say(
+            f"{'t(s)':>5} {'samples':>8} {'model version':>26} {'short TTFT':>11} "
+            f"{'long TTFT':>10} {'TPOT':>7}"
+        )
         _load(train_url, pred_url, args.duration, args.rows_per_second)
     except (ServerExited, TimeoutError) as exc:
         raise SystemExit(f"{exc}\n(logs in {var})") from None
@@ -68,14 +70,17 @@ def _load(train_url: str, pred_url: str, duration: float, rows_per_second: int) 
             reply = client.post(f"{train_url}/add_training_data_bulk", json={"entries": batch})
             if reply.status_code == 202:
                 sent += len(batch)
-            answer = client.post(f"{pred_url}/predict/bulk/strict",
-                                 json={"requests": [SHORT, LONG]}).json()
+            answer = client.post(
+                f"{pred_url}/predict/bulk/strict", json={"requests": [SHORT, LONG]}
+            ).json()
             short, long = answer["predictions"]
             if answer["model_version"] != version:
                 version = answer["model_version"]
                 _report_retrain(client, train_url, version)
-            _say(f"{elapsed:5.0f} {sent:8d} {answer['model_version']:>26} "
-                 f"{short['ttft_ms']:9.0f}ms {long['ttft_ms']:8.0f}ms {short['tpot_ms']:5.1f}ms")
+            _say(
+                f"{elapsed:5.0f} {sent:8d} {answer['model_version']:>26} "
+                f"{short['ttft_ms']:9.0f}ms {long['ttft_ms']:8.0f}ms {short['tpot_ms']:5.1f}ms"
+            )
             time.sleep(max(0.0, 1.0 - (time.monotonic() - started - elapsed)))
 
 

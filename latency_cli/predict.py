@@ -37,17 +37,30 @@ def flag(name: str) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", type=http_url, default=PREDICTION_URL,
-                        help=f"prediction server, or a training server ({PREDICTION_URL})")
+    parser.add_argument(
+        "--url",
+        type=http_url,
+        default=PREDICTION_URL,
+        help=f"prediction server, or a training server ({PREDICTION_URL})",
+    )
     parser.add_argument("--json", action="store_true", help="the server's JSON answer")
-    parser.add_argument("--file", metavar="ROW.json",
-                        help="the row as one JSON object ('-': standard input)")
-    fields = parser.add_argument_group("row fields (without --file the required ones must be "
-                                       "given; the others default like the schema)")
+    parser.add_argument(
+        "--file", metavar="ROW.json", help="the row as one JSON object ('-': standard input)"
+    )
+    fields = parser.add_argument_group(
+        "row fields (without --file the required ones must be "
+        "given; the others default like the schema)"
+    )
     for name, info in FIELDS.items():
         kind: type = int if info.annotation is int else float if info.annotation is float else str
-        fields.add_argument(flag(name), dest=name, type=kind, default=None,
-                            metavar=kind.__name__.upper(), help=_field_help(name, kind))
+        fields.add_argument(
+            flag(name),
+            dest=name,
+            type=kind,
+            default=None,
+            metavar=kind.__name__.upper(),
+            help=_field_help(name, kind),
+        )
 
 
 def _field_help(name: str, kind: type) -> str:
@@ -77,13 +90,22 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(answer, indent=2))
     else:
-        print(align([
-            ["ttft_ms", f"{answer['ttft_ms']:.2f}"],
-            ["tpot_ms", f"{answer['tpot_ms']:.2f}"],
-            ["model version", str(answer.get("model_version"))],
-            ["quantile", (f"{answer['quantile']:g} ({answer.get('objective_type', '?')}, "
-                          f"{answer.get('model_type', '?')})")],
-        ]))
+        print(
+            align(
+                [
+                    ["ttft_ms", f"{answer['ttft_ms']:.2f}"],
+                    ["tpot_ms", f"{answer['tpot_ms']:.2f}"],
+                    ["model version", str(answer.get("model_version"))],
+                    [
+                        "quantile",
+                        (
+                            f"{answer['quantile']:g} ({answer.get('objective_type', '?')}, "
+                            f"{answer.get('model_type', '?')})"
+                        ),
+                    ],
+                ]
+            )
+        )
     return 0
 
 
@@ -112,6 +134,7 @@ def read_row(source: str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise CliError(f"{name} is not JSON: {exc}") from None
     if not isinstance(row, dict):
-        raise CliError(f"{name} must hold one JSON object (a prediction row), "
-                       f"not a {type(row).__name__}")
+        raise CliError(
+            f"{name} must hold one JSON object (a prediction row), not a {type(row).__name__}"
+        )
     return row

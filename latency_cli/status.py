@@ -34,11 +34,21 @@ TRAINING, PREDICTION = "training server", "prediction server"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--training-url", type=http_url, default=TRAINING_URL, metavar="URL",
-                        help=f"training server ({TRAINING_URL})")
-    parser.add_argument("--prediction-url", type=url_list, action="extend", metavar="URL",
-                        help="a prediction server; repeat it, or separate URLs with commas as "
-                             f"in PREDICTION_SERVER_URL, for several replicas ({PREDICTION_URL})")
+    parser.add_argument(
+        "--training-url",
+        type=http_url,
+        default=TRAINING_URL,
+        metavar="URL",
+        help=f"training server ({TRAINING_URL})",
+    )
+    parser.add_argument(
+        "--prediction-url",
+        type=url_list,
+        action="extend",
+        metavar="URL",
+        help="a prediction server; repeat it, or separate URLs with commas as "
+        f"in PREDICTION_SERVER_URL, for several replicas ({PREDICTION_URL})",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object instead of text")
 
 
@@ -57,8 +67,9 @@ def gather(training_url: str, prediction_urls: list[str]) -> dict[str, Any]:
     """Ask every server at once (each bounded by the HTTP timeout); compare their versions."""
     with ThreadPoolExecutor(max_workers=1 + len(prediction_urls)) as pool:
         trainer_job = pool.submit(_server, training_url, TRAINING, _read_trainer)
-        predictors = list(pool.map(lambda u: _server(u, PREDICTION, _read_predictor),
-                                   prediction_urls))
+        predictors = list(
+            pool.map(lambda u: _server(u, PREDICTION, _read_predictor), prediction_urls)
+        )
         trainer = trainer_job.result()
     published = trainer.get("model_version") if trainer["state"] == "up" else None
     for p in predictors:
@@ -90,8 +101,11 @@ def _server(url: str, what: str, read: Any) -> dict[str, Any]:
         except CliError as exc:
             report.update(state="error", error=str(exc))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            report.update(state="error", error=f"the {what} at {url} answered something "
-                                               f"unexpected: {type(exc).__name__}: {exc}")
+            report.update(
+                state="error",
+                error=f"the {what} at {url} answered something "
+                f"unexpected: {type(exc).__name__}: {exc}",
+            )
     return report
 
 
@@ -139,8 +153,9 @@ def _read_trainer(c: httpx.Client, url: str, report: dict[str, Any]) -> None:
         raise answered(ready, f"the {TRAINING} at {url}/readyz")
 
 
-def _last_retrain(c: httpx.Client, url: str,
-                  last_ok: dict[str, Any] | None) -> dict[str, Any] | None:
+def _last_retrain(
+    c: httpx.Client, url: str, last_ok: dict[str, Any] | None
+) -> dict[str, Any] | None:
     """The newest attempt, failed ones included (GET /retrains); else the last success."""
     reply = call(c, "GET", url, "/retrains", TRAINING, params={"limit": 1})
     rows = reply.json().get("retrains") if reply.status_code == 200 else None
@@ -180,14 +195,23 @@ def _row(kind: str, server: dict[str, Any], lag: str) -> list[str]:
     if server.get("ready") is False:
         health += ", not ready"
     version = server.get("model_version") or ("none yet" if server["state"] == "up" else "-")
-    return [kind, server["url"], server["state"], health, version,
-            duration(server.get("model_age_seconds")), lag]
+    return [
+        kind,
+        server["url"],
+        server["state"],
+        health,
+        version,
+        duration(server.get("model_age_seconds")),
+        lag,
+    ]
 
 
 def _trainer_details(trainer: dict[str, Any]) -> list[list[str]]:
     samples = trainer["samples"]
-    counts = ", ".join(f"{t.value} {samples['train'][t.value]} train + "
-                       f"{samples['test'][t.value]} test" for t in TARGETS)
+    counts = ", ".join(
+        f"{t.value} {samples['train'][t.value]} train + {samples['test'][t.value]} test"
+        for t in TARGETS
+    )
     last = trainer.get("last_retrain")
     if last is None:
         retrain = "none yet"
@@ -197,11 +221,14 @@ def _trainer_details(trainer: dict[str, Any]) -> list[list[str]]:
         if last.get("error"):
             retrain += f": {last['error']}"
     failures = trainer.get("retrain_failures") or {}
-    streak = (f"{failures.get('consecutive', 0)} in a row, {failures.get('total', 0)} "
-              f"since start")
+    streak = f"{failures.get('consecutive', 0)} in a row, {failures.get('total', 0)} since start"
     leader = trainer.get("leader")
     role = "-" if leader is None else ("leader" if leader else "follower")
     if trainer.get("trainer_id"):
         role += f" ({trainer['trainer_id']})"
-    return [["samples", counts], ["last retrain", retrain], ["failed retrains", streak],
-            ["leadership", role]]
+    return [
+        ["samples", counts],
+        ["last retrain", retrain],
+        ["failed retrains", streak],
+        ["leadership", role],
+    ]

@@ -33,7 +33,7 @@ def synthetic_row(rng: random.Random, *, measure: str | None = None) -> dict[str
     kv = min(1.0, running / 40.0 + rng.random() * 0.1)
     in_flight = rng.randint(0, 4096) if running else 0
     effective = (1.0 - prefix) * input_len
-    ttft = (20.0 + 0.12 * effective + 0.05 * in_flight + 150.0 * waiting)
+    ttft = 20.0 + 0.12 * effective + 0.05 * in_flight + 150.0 * waiting
     ttft *= rng.lognormvariate(0.0, 0.25)
     tpot = (8.0 + 0.6 * running + 30.0 * kv) * rng.lognormvariate(0.0, 0.15)
     measure = measure or rng.choice(("ttft", "tpot"))
@@ -97,11 +97,16 @@ def publish_trained_bundle(
         space = TargetSpace.MS if legacy_ms else space_for(target)
         y = to_label(space, columns, np.array([r[target.actual_field] for r in measured]))
         models[target] = backend.fit(build_matrix(columns, names), y, params, names)
-        entries[target] = TargetManifest(file=None, features=list(names), space=space,
-                                         train_samples=len(measured))
+        entries[target] = TargetManifest(
+            file=None, features=list(names), space=space, train_samples=len(measured)
+        )
     manifest = Manifest(
-        version=version or new_version(), created_at=datetime.now(UTC), model_type=model_type,
-        objective=objective, quantile=0.9, targets=entries,
+        version=version or new_version(),
+        created_at=datetime.now(UTC),
+        model_type=model_type,
+        objective=objective,
+        quantile=0.9,
+        targets=entries,
     )
     write_bundle(model_dir, manifest, models)
     return manifest

@@ -12,8 +12,10 @@ def align(rows: Sequence[Sequence[str]], right: Collection[int] = ()) -> str:
         return ""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join(
-        "  ".join(cell.rjust(w) if i in right else cell.ljust(w)
-                  for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+        "  ".join(
+            cell.rjust(w) if i in right else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
         for row in rows
     )
 

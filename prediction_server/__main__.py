@@ -12,8 +12,13 @@ from shared.web.server import serve
 
 def main(argv: Sequence[str] | None = None) -> None:
     keep_scikit_learn_out()
-    serve("latency-predictor prediction server", PredictionSettings, create_app, argv,
-          factory_path="prediction_server.app:create_app_from_env")
+    serve(
+        "latency-predictor prediction server",
+        PredictionSettings,
+        create_app,
+        argv,
+        factory_path="prediction_server.app:create_app_from_env",
+    )
 
 
 if __name__ == "__main__":

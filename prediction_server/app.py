@@ -53,8 +53,11 @@ def create_app(settings: PredictionSettings) -> FastAPI:
     app = FastAPI(title="latency-predictor prediction server", lifespan=lifespan)
     app.state.settings, app.state.slot = settings, slot
     auth.install(app, settings)
-    app.add_middleware(RequestLimits, max_body_bytes=settings.max_body_bytes,
-                       refused=refused_counter(metrics.registry))
+    app.add_middleware(
+        RequestLimits,
+        max_body_bytes=settings.max_body_bytes,
+        refused=refused_counter(metrics.registry),
+    )
     app.state.metrics, app.state.watcher = metrics, watcher
 
     # Guarded only when configured: otherwise the hot path resolves no guard at all.

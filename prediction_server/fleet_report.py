@@ -34,23 +34,27 @@ def worker_id() -> str:
 
 
 class FleetReporter:
-    def __init__(self, client: httpx.AsyncClient, settings: PredictionSettings,
-                 metrics: PredictionMetrics):
+    def __init__(
+        self, client: httpx.AsyncClient, settings: PredictionSettings, metrics: PredictionMetrics
+    ):
         self.client, self.settings, self.metrics = client, settings, metrics
         self.id = worker_id()
         self._failing = False  # warn once per outage, not at every interval
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, settings: PredictionSettings,
-                   metrics: PredictionMetrics) -> AsyncIterator[FleetReporter | None]:
+    async def open(
+        cls, settings: PredictionSettings, metrics: PredictionMetrics
+    ) -> AsyncIterator[FleetReporter | None]:
         """A reporter with its own HTTP client, or None when no trainer URL is set."""
         if not settings.training_server_url:
             yield None
             return
-        async with httpx.AsyncClient(base_url=settings.training_server_url,
-                                     timeout=REPORT_TIMEOUT_S,
-                                     auth=TokenAuth(settings)) as client:
+        async with httpx.AsyncClient(
+            base_url=settings.training_server_url,
+            timeout=REPORT_TIMEOUT_S,
+            auth=TokenAuth(settings),
+        ) as client:
             yield cls(client, settings, metrics)
 
     def body(self, bundle: LoadedBundle) -> PredictionServerReport:
@@ -70,8 +74,9 @@ class FleetReporter:
         except httpx.HTTPError as exc:
             self.metrics.fleet_report_errors.inc()
             level = logging.DEBUG if self._failing else logging.WARNING
-            log.log(level, "version report to %s failed: %s", self.settings.training_server_url,
-                    exc)
+            log.log(
+                level, "version report to %s failed: %s", self.settings.training_server_url, exc
+            )
             self._failing = True
             return False
         if self._failing:

@@ -18,35 +18,45 @@ class PredictionMetrics:
         self.predict = PredictMetrics(r)
         self.reloads = Counter("latency_model_reloads", "Bundles loaded and swapped in", registry=r)
         self.refused = Counter(
-            "latency_model_refused", "Bundles refused (corrupt, partial, inconsistent)",
+            "latency_model_refused",
+            "Bundles refused (corrupt, partial, inconsistent)",
             registry=r,
         )
         self.sync_errors = Counter(
-            "latency_model_sync_errors", "Failed bundle downloads from the training server",
+            "latency_model_sync_errors",
+            "Failed bundle downloads from the training server",
             registry=r,
         )
         self.watch_errors = Counter(
             "latency_model_watch_errors", "Model watch steps that failed unexpectedly", registry=r
         )
         self.fleet_report_errors = Counter(
-            "latency_fleet_report_errors", "Version reports the training server did not take "
-            "(serving goes on regardless)", registry=r,
+            "latency_fleet_report_errors",
+            "Version reports the training server did not take (serving goes on regardless)",
+            registry=r,
         )
         self.live_errors = Counter(
-            "latency_live_calibration_errors", "Live calibration files that could not be read "
-            "(the last good factors keep serving)", registry=r,
+            "latency_live_calibration_errors",
+            "Live calibration files that could not be read (the last good factors keep serving)",
+            registry=r,
         )
         self.calibration_factor = Gauge(
-            "latency_served_calibration_factor", "Factor applied to the model's answer: the "
-            "bundle's conformal factor times the live one", ["target"], registry=r,
+            "latency_served_calibration_factor",
+            "Factor applied to the model's answer: the "
+            "bundle's conformal factor times the live one",
+            ["target"],
+            registry=r,
         )
         self.loaded_version = Gauge(
-            "latency_model_loaded_info", "The bundle being served (value 1)", ["version"],
+            "latency_model_loaded_info",
+            "The bundle being served (value 1)",
+            ["version"],
             registry=r,
         )
         age = Gauge(
-            "latency_model_age_seconds", "Seconds since the served bundle was trained "
-            "(0 while serving the cold-start prior)", registry=r,
+            "latency_model_age_seconds",
+            "Seconds since the served bundle was trained (0 while serving the cold-start prior)",
+            registry=r,
         )
         age.set_function(lambda: _age(slot))
 

@@ -47,10 +47,17 @@ def decode_rows(rows: list[dict[str, Any]]) -> Columns:
 
 
 def too_many(rows: int, limit: int) -> InvalidBatch:
-    return InvalidBatch("too_many_rows", [{
-        "loc": ["body", "requests"], "type": "too_long", "input": None,
-        "msg": f"at most {limit} requests per call (got {rows})",
-    }])
+    return InvalidBatch(
+        "too_many_rows",
+        [
+            {
+                "loc": ["body", "requests"],
+                "type": "too_long",
+                "input": None,
+                "msg": f"at most {limit} requests per call (got {rows})",
+            }
+        ],
+    )
 
 
 def _decode_slowly(rows: list[Any]) -> Columns:
@@ -64,16 +71,30 @@ def _strict_rows(raw: bytes, max_rows: int) -> list[Any]:
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise InvalidBatch("invalid_json", [{
-            "loc": ["body", exc.pos], "type": "json_invalid", "input": None,
-            "msg": f"JSON decode error: {exc.msg}",
-        }]) from None
+        raise InvalidBatch(
+            "invalid_json",
+            [
+                {
+                    "loc": ["body", exc.pos],
+                    "type": "json_invalid",
+                    "input": None,
+                    "msg": f"JSON decode error: {exc.msg}",
+                }
+            ],
+        ) from None
     rows = body.get("requests") if isinstance(body, dict) else None
     if not isinstance(rows, list) or not rows:
-        raise InvalidBatch("invalid_body", [{
-            "loc": ["body", "requests"], "type": "missing" if rows is None else "list_type",
-            "input": None, "msg": "`requests` must be a non-empty list of prediction rows",
-        }])
+        raise InvalidBatch(
+            "invalid_body",
+            [
+                {
+                    "loc": ["body", "requests"],
+                    "type": "missing" if rows is None else "list_type",
+                    "input": None,
+                    "msg": "`requests` must be a non-empty list of prediction rows",
+                }
+            ],
+        )
     if len(rows) > max_rows:
         raise too_many(len(rows), max_rows)
     return rows
@@ -93,37 +114,48 @@ def failed_rows(predictions: Predictions, rows: list[dict[str, Any]]) -> list[di
     errors = []
     for index in np.flatnonzero(failed).tolist():
         bad = ", ".join(target.value for target, ok in finite.items() if not ok[index])
-        errors.append({"index": index, "error": f"{bad} prediction is not a finite number",
-                       "request": rows[index]})
+        errors.append(
+            {
+                "index": index,
+                "error": f"{bad} prediction is not a finite number",
+                "request": rows[index],
+            }
+        )
     return errors
 
 
 # encode -----------------------------------------------------------------------------------
-def encode_strict(bundle: LoadedBundle, predictions: Predictions, rows: int,
-                  started: float) -> bytes:
+def encode_strict(
+    bundle: LoadedBundle, predictions: Predictions, rows: int, started: float
+) -> bytes:
     """The strict answer as bytes: the predictions array built directly, then the counts."""
-    tail = orjson.dumps({
-        "total_requests": rows,
-        "successful_predictions": rows,
-        "failed_predictions": 0,
-        "processing_time_ms": (time.perf_counter() - started) * 1000.0,
-        "model_version": bundle.version,
-    })
+    tail = orjson.dumps(
+        {
+            "total_requests": rows,
+            "successful_predictions": rows,
+            "failed_predictions": 0,
+            "processing_time_ms": (time.perf_counter() - started) * 1000.0,
+            "model_version": bundle.version,
+        }
+    )
     return b'{"predictions":' + predictions_json(bundle, predictions) + b"," + tail[1:]
 
 
-def encode_bulk(bundle: LoadedBundle, predictions: Predictions, errors: list[dict[str, Any]],
-                started: float) -> bytes:
+def encode_bulk(
+    bundle: LoadedBundle, predictions: Predictions, errors: list[dict[str, Any]], started: float
+) -> bytes:
     """Per-row answers in input order: a prediction, or null with an entry in `errors`."""
     answers: list[dict[str, Any] | None] = list(prediction_payloads(bundle, predictions))
     for error in errors:
         answers[error["index"]] = None
-    return json_bytes({
-        "predictions": answers,
-        "errors": errors,
-        "total_requests": len(answers),
-        "successful_predictions": len(answers) - len(errors),
-        "failed_predictions": len(errors),
-        "processing_time_ms": (time.perf_counter() - started) * 1000.0,
-        "model_version": bundle.version,
-    })
+    return json_bytes(
+        {
+            "predictions": answers,
+            "errors": errors,
+            "total_requests": len(answers),
+            "successful_predictions": len(answers) - len(errors),
+            "failed_predictions": len(errors),
+            "processing_time_ms": (time.perf_counter() - started) * 1000.0,
+            "model_version": bundle.version,
+        }
+    )

@@ -171,8 +171,9 @@ def write_bundle(
     return final
 
 
-def _write_legacy_files(staging: Path, manifest: Manifest,
-                        files: Mapping[str, bytes]) -> dict[str, str]:
+def _write_legacy_files(
+    staging: Path, manifest: Manifest, files: Mapping[str, bytes]
+) -> dict[str, str]:
     taken = {MANIFEST, *(e.file for e in manifest.targets.values() if e.file)}
     digests = {}
     for name, data in files.items():
@@ -240,13 +241,15 @@ def load_models(bundle_dir: Path, manifest: Manifest) -> dict[Target, Any | None
         unknown = [name for name in entry.features if name not in FEATURES]
         if unknown:
             raise BundleError(f"{manifest.version}: unknown {target.value} features {unknown}")
-        models[target] = None if entry.file is None else _load_verified(
-            bundle_dir, manifest.version, entry, backend)
+        models[target] = (
+            None
+            if entry.file is None
+            else _load_verified(bundle_dir, manifest.version, entry, backend)
+        )
     return models
 
 
-def _load_verified(bundle_dir: Path, version: str, entry: TargetManifest,
-                   backend: Backend) -> Any:
+def _load_verified(bundle_dir: Path, version: str, entry: TargetManifest, backend: Backend) -> Any:
     """One model file: inside the bundle, its checksum as listed, loadable, and trained on
     the features the manifest lists; raises BundleError."""
     assert entry.file is not None
@@ -264,12 +267,16 @@ def _load_verified(bundle_dir: Path, version: str, entry: TargetManifest,
     except Exception as exc:  # the libraries raise their own error types on bad files
         raise BundleError(f"{version}: cannot load {entry.file}: {exc}") from exc
     if backend.num_features(model) != len(entry.features):
-        raise BundleError(f"{version}: {entry.file} has {backend.num_features(model)} "
-                          f"features, manifest lists {len(entry.features)}")
+        raise BundleError(
+            f"{version}: {entry.file} has {backend.num_features(model)} "
+            f"features, manifest lists {len(entry.features)}"
+        )
     names = backend.feature_names(model)
     if names is not None and names != entry.features:
-        raise BundleError(f"{version}: {entry.file} was trained on features {names}, "
-                          f"manifest lists {entry.features}")
+        raise BundleError(
+            f"{version}: {entry.file} was trained on features {names}, "
+            f"manifest lists {entry.features}"
+        )
     return model
 
 

@@ -84,8 +84,7 @@ class Backend(Protocol):
     model_type: ModelType
     file_suffix: str
 
-    def fit(self, x: np.ndarray, y: np.ndarray, params: FitParams,
-            names: Sequence[str]) -> Any: ...
+    def fit(self, x: np.ndarray, y: np.ndarray, params: FitParams, names: Sequence[str]) -> Any: ...
 
     def save(self, model: Any, path: Path) -> None: ...
 
@@ -112,21 +111,40 @@ class _DensePredict:
 
         self.lib = ctypes.cdll.LoadLibrary(xgboost.libpath.find_lib_path()[0])
         self.lib.XGBGetLastError.restype = ctypes.c_char_p
-        self.config = json.dumps({
-            "type": 0, "training": False, "iteration_begin": 0, "iteration_end": 0,
-            "strict_shape": False, "missing": float("nan"), "cache_id": 0,
-        }).encode()
+        self.config = json.dumps(
+            {
+                "type": 0,
+                "training": False,
+                "iteration_begin": 0,
+                "iteration_end": 0,
+                "strict_shape": False,
+                "missing": float("nan"),
+                "cache_id": 0,
+            }
+        ).encode()
 
     def __call__(self, handle: Any, x: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(x, dtype=np.float32)
-        interface = json.dumps({"data": [x.ctypes.data, True], "shape": list(x.shape),
-                                "strides": None, "typestr": "<f4", "version": 3}).encode()
+        interface = json.dumps(
+            {
+                "data": [x.ctypes.data, True],
+                "shape": list(x.shape),
+                "strides": None,
+                "typestr": "<f4",
+                "version": 3,
+            }
+        ).encode()
         shape = ctypes.POINTER(ctypes.c_uint64)()
         dims = ctypes.c_uint64()
         out = ctypes.POINTER(ctypes.c_float)()
         status = self.lib.XGBoosterPredictFromDense(
-            handle, interface, self.config, None,
-            ctypes.byref(shape), ctypes.byref(dims), ctypes.byref(out),
+            handle,
+            interface,
+            self.config,
+            None,
+            ctypes.byref(shape),
+            ctypes.byref(dims),
+            ctypes.byref(out),
         )
         if status != 0:
             raise RuntimeError(self.lib.XGBGetLastError().decode())
@@ -145,8 +163,7 @@ class XGBoostBackend:
     model_type = ModelType.XGBOOST
     file_suffix = ".json"
 
-    def fit(self, x: np.ndarray, y: np.ndarray, params: FitParams,
-            names: Sequence[str]) -> Any:
+    def fit(self, x: np.ndarray, y: np.ndarray, params: FitParams, names: Sequence[str]) -> Any:
         import xgboost as xgb
 
         objective = objective_for(y, params)
@@ -214,8 +231,7 @@ class LightGBMBackend:
     model_type = ModelType.LIGHTGBM
     file_suffix = ".txt"
 
-    def fit(self, x: np.ndarray, y: np.ndarray, params: FitParams,
-            names: Sequence[str]) -> Any:
+    def fit(self, x: np.ndarray, y: np.ndarray, params: FitParams, names: Sequence[str]) -> Any:
         import lightgbm as lgb
 
         objective = objective_for(y, params)
@@ -246,8 +262,9 @@ class LightGBMBackend:
                 return g, np.full_like(g, hessian)
 
             lgb_params["objective"] = custom
-        data = lgb.Dataset(x, label=y, feature_name=list(names),
-                           init_score=np.full(len(y), objective.start))
+        data = lgb.Dataset(
+            x, label=y, feature_name=list(names), init_score=np.full(len(y), objective.start)
+        )
         model = lgb.train(lgb_params, data, num_boost_round=max(1, params.n_estimators))
         # LightGBM does not save an init score: add it to every leaf of the first tree.
         first = model.dump_model(num_iteration=1)["tree_info"][0]

@@ -44,8 +44,9 @@ def _fast_columns(rows: Sequence[Any]) -> Columns:
     # value makes a non-numeric table that goes to pydantic, so the fast path is never laxer
     # than the schema. Booleans are looked for first: numpy would take them as 1.0 and 0.0.
     try:
-        values = [[r[n] for n in _REQUIRED] + [r.get(n, 0) for n in OPTIONAL_COUNT_FIELDS]
-                  for r in rows]
+        values = [
+            [r[n] for n in _REQUIRED] + [r.get(n, 0) for n in OPTIONAL_COUNT_FIELDS] for r in rows
+        ]
     except (KeyError, TypeError, AttributeError) as exc:
         raise _Unusual from exc
     if any(bool in map(type, row) for row in values):
@@ -120,8 +121,11 @@ def decode_strict_body(raw: bytes) -> Columns | None:
     if not rows:
         return None
     width = len(_NAMES) + 1
-    table = np.fromiter(chain.from_iterable(map(msgspec.structs.astuple, rows)), dtype=object,
-                        count=len(rows) * width).reshape(len(rows), width)
+    table = np.fromiter(
+        chain.from_iterable(map(msgspec.structs.astuple, rows)),
+        dtype=object,
+        count=len(rows) * width,
+    ).reshape(len(rows), width)
     numbers = table[:, :-1].astype(np.float64)
     columns: Columns = {name: numbers[:, i] for i, name in enumerate(_NAMES)}
     columns["pod_type_code"] = _pod_type_codes(table[:, -1])
@@ -133,5 +137,6 @@ def _pod_type_codes(pod_types: np.ndarray) -> np.ndarray:
     codes = {p: pod_type_code(p) for p in set(pod_types.tolist())}
     if len(codes) == 1:
         return np.full(len(pod_types), next(iter(codes.values())), dtype=np.float64)
-    return np.fromiter((codes[p] for p in pod_types.tolist()), dtype=np.float64,
-                       count=len(pod_types))
+    return np.fromiter(
+        (codes[p] for p in pod_types.tolist()), dtype=np.float64, count=len(pod_types)
+    )

@@ -92,10 +92,15 @@ _ENCODER = {"encoder_matched_size", "encoder_input_size"}
 
 # Physics the model may not contradict: more prompt tokens, more queued requests or more
 # tokens already being prefilled never make the first token come sooner.
-TTFT_INCREASING = frozenset({
-    "is_queued", "input_token_length", "num_request_waiting", "prefill_tokens_in_flight",
-    "effective_input_tokens",
-})
+TTFT_INCREASING = frozenset(
+    {
+        "is_queued",
+        "input_token_length",
+        "num_request_waiting",
+        "prefill_tokens_in_flight",
+        "effective_input_tokens",
+    }
+)
 
 
 # A model of ms per queued request (shared.target_space) gets its growth with the queue
@@ -107,8 +112,9 @@ TTFT_INCREASING = frozenset({
 QUEUE_FEATURES = frozenset({"is_queued", "num_request_waiting"})
 
 
-def monotone_constraints(target: Target, names: Sequence[str], *,
-                         per_queued: bool = False) -> tuple[int, ...]:
+def monotone_constraints(
+    target: Target, names: Sequence[str], *, per_queued: bool = False
+) -> tuple[int, ...]:
     """Per feature: 1 = prediction non-decreasing in it, 0 = free (library convention).
     Both objectives honour them (see shared.backends for why the quantile one can).
     `per_queued`: the model predicts ms per queued request (see QUEUE_FEATURES)."""

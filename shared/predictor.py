@@ -60,10 +60,14 @@ class LoadedBundle:
     scales: dict[Target, float] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "scales", {
-            t: math.exp(self.log_offsets.get(t, 0.0) + self.live_log_offsets.get(t, 0.0))
-            for t in TARGETS
-        })
+        object.__setattr__(
+            self,
+            "scales",
+            {
+                t: math.exp(self.log_offsets.get(t, 0.0) + self.live_log_offsets.get(t, 0.0))
+                for t in TARGETS
+            },
+        )
 
     @property
     def is_prior(self) -> bool:
@@ -89,7 +93,6 @@ class LoadedBundle:
                 values = self.raw_predict(target, columns) * self.scales[target]
             out[target] = np.maximum(values, 0.0)
         return out
-
 
     def raw_predict(self, target: Target, columns: Columns) -> np.ndarray:
         """The model's answer in ms before any calibration (target must have a model)."""
@@ -124,8 +127,9 @@ def load_bundle(model_dir: Path, version: str) -> LoadedBundle:
     compiled = {}
     for target, model in models.items():
         if model is not None:
-            fast = compiled_or_none(backend.compile, model, len(manifest.targets[target].features),
-                                    backend.predict)
+            fast = compiled_or_none(
+                backend.compile, model, len(manifest.targets[target].features), backend.predict
+            )
             if fast is not None:
                 compiled[target] = fast
     return LoadedBundle(

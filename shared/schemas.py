@@ -65,12 +65,19 @@ class _Row(_Request):
         if isinstance(data, dict) and bool in map(type, data.values()):
             wrong = [n for n in cls._numbers if type(data.get(n)) is bool]
             if wrong:
-                raise ValidationError.from_exception_data(cls.__name__, [
-                    InitErrorDetails(type=PydanticCustomError(
-                        "number_type", "Input should be a number, not a boolean"),
-                        loc=(name,), input=data[name])
-                    for name in wrong
-                ])
+                raise ValidationError.from_exception_data(
+                    cls.__name__,
+                    [
+                        InitErrorDetails(
+                            type=PydanticCustomError(
+                                "number_type", "Input should be a number, not a boolean"
+                            ),
+                            loc=(name,),
+                            input=data[name],
+                        )
+                        for name in wrong
+                    ],
+                )
         return data
 
 

@@ -200,8 +200,10 @@ class TrainingSettings(CommonSettings):
             return self
         missing = [pip for pip, module in LEGACY_LIBRARIES.items() if find_spec(module) is None]
         if missing:
-            raise ValueError(f"LATENCY_LEGACY_ARTIFACTS=joblib needs {', '.join(missing)}: "
-                             "pip install 'latency-predictor[legacy]'")
+            raise ValueError(
+                f"LATENCY_LEGACY_ARTIFACTS=joblib needs {', '.join(missing)}: "
+                "pip install 'latency-predictor[legacy]'"
+            )
         return self
 
 

@@ -33,8 +33,9 @@ class BundleSlot:
         serving = self._serving
         return None if serving.is_prior else serving
 
-    def publish(self, bundle: LoadedBundle,
-                live: dict[Target, float] | None = None) -> LoadedBundle:
+    def publish(
+        self, bundle: LoadedBundle, live: dict[Target, float] | None = None
+    ) -> LoadedBundle:
         """Serve `bundle` with the live factors (`live`, or the ones already set); returns
         the bundle served before."""
         with self._lock:

@@ -67,8 +67,18 @@ class CompiledTrees:
         rows = np.ascontiguousarray(x, dtype=np.float32)
         out = np.empty(len(rows), dtype=np.float64)
         n_trees = self.leaves.shape[0]
-        _treewalk.walk(rows, self.features, self.right_from, self.leaves, out,
-                       rows.shape[0], rows.shape[1], n_trees, self.depth, self.base)
+        _treewalk.walk(
+            rows,
+            self.features,
+            self.right_from,
+            self.leaves,
+            out,
+            rows.shape[0],
+            rows.shape[1],
+            n_trees,
+            self.depth,
+            self.base,
+        )
         return out
 
     def predict_numpy(self, x: np.ndarray) -> np.ndarray:
@@ -104,8 +114,7 @@ class _Nodes:
     roots: np.ndarray  # the root id of each tree
 
 
-def _layout(nodes: _Nodes, threshold_dtype: Any, base: float,
-            left_if_equal: bool) -> CompiledTrees:
+def _layout(nodes: _Nodes, threshold_dtype: Any, base: float, left_if_equal: bool) -> CompiledTrees:
     """Every tree as a complete tree of the ensemble's depth, all trees a level at a time in
     numpy (a bundle swap holds the interpreter ~1 ms here, not ~12 in per-node Python). A
     leaf above the bottom becomes splits at +inf (always left) over copies of its value."""
@@ -118,9 +127,11 @@ def _layout(nodes: _Nodes, threshold_dtype: Any, base: float,
             raise ValueError(f"depth > {MAX_DEPTH}")
         levels.append((ids, tree, pos))
         split = nodes.left[ids] != -1
-        ids, tree, pos = (np.concatenate([nodes.left[ids[split]], nodes.right[ids[split]]]),
-                          np.tile(tree[split], 2),
-                          np.concatenate([2 * pos[split] + 1, 2 * pos[split] + 2]))
+        ids, tree, pos = (
+            np.concatenate([nodes.left[ids[split]], nodes.right[ids[split]]]),
+            np.tile(tree[split], 2),
+            np.concatenate([2 * pos[split] + 1, 2 * pos[split] + 2]),
+        )
     depth = max(len(levels) - 1, 1)
     internal = 2**depth - 1
     features = np.zeros((n_trees, internal), dtype=np.int32)
@@ -135,8 +146,7 @@ def _layout(nodes: _Nodes, threshold_dtype: Any, base: float,
         first = pos[leaf] * span + (span - 1) - internal
         slots = first[:, None] + np.arange(span)[None, :]
         leaves[tree[leaf][:, None], slots] = nodes.threshold[ids[leaf]][:, None]
-    return CompiledTrees(depth, features.ravel(), thresholds.ravel(), leaves, base,
-                         left_if_equal)
+    return CompiledTrees(depth, features.ravel(), thresholds.ravel(), leaves, base, left_if_equal)
 
 
 def _flat(lists: Any, dtype: Any) -> np.ndarray:
@@ -191,9 +201,13 @@ def compile_lightgbm(booster: Any) -> CompiledTrees:
         return at
 
     roots = [add(t["tree_structure"]) for t in booster.dump_model()["tree_info"]]
-    nodes = _Nodes(np.array(left, dtype=np.int64), np.array(right, dtype=np.int64),
-                   np.array(feature, dtype=np.int32), np.array(threshold, dtype=np.float64),
-                   np.array(roots, dtype=np.int64))
+    nodes = _Nodes(
+        np.array(left, dtype=np.int64),
+        np.array(right, dtype=np.int64),
+        np.array(feature, dtype=np.int32),
+        np.array(threshold, dtype=np.float64),
+        np.array(roots, dtype=np.int64),
+    )
     return _layout(nodes, np.float64, 0.0, left_if_equal=True)
 
 
@@ -214,9 +228,12 @@ def probe_rows(compiled: CompiledTrees, n_features: int, seed: int = 0) -> np.nd
     return probes
 
 
-def compiled_or_none(compile_fn: Callable[[Any], CompiledTrees], model: Any, n_features: int,
-                     library_predict: Callable[[Any, np.ndarray], np.ndarray]
-                     ) -> CompiledTrees | None:
+def compiled_or_none(
+    compile_fn: Callable[[Any], CompiledTrees],
+    model: Any,
+    n_features: int,
+    library_predict: Callable[[Any, np.ndarray], np.ndarray],
+) -> CompiledTrees | None:
     """The compiled form when it reproduces the library on probe rows, else None."""
     try:
         compiled = compile_fn(model)

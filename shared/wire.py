@@ -67,8 +67,10 @@ def predictions_json(bundle: LoadedBundle, predictions: dict[Target, np.ndarray]
     tail = b"," + orjson.dumps(_common(bundle))[1:]
     ttft = orjson.dumps(predictions[Target.TTFT], option=orjson.OPT_SERIALIZE_NUMPY)
     tpot = orjson.dumps(predictions[Target.TPOT], option=orjson.OPT_SERIALIZE_NUMPY)
-    rows = [b'{"ttft_ms":%b,"tpot_ms":%b%b' % (a, b, tail)
-            for a, b in zip(ttft[1:-1].split(b","), tpot[1:-1].split(b","), strict=True)]
+    rows = [
+        b'{"ttft_ms":%b,"tpot_ms":%b%b' % (a, b, tail)
+        for a, b in zip(ttft[1:-1].split(b","), tpot[1:-1].split(b","), strict=True)
+    ]
     return b"[" + b",".join(rows) + b"]"
 
 

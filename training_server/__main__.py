@@ -18,7 +18,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     serve("latency-predictor training server", TrainingSettings, create_app, argv)
 
 
-
 def _writes_legacy_files() -> bool:
     """Whether the settings ask for llm-d's legacy files (bad settings: leave the process
     as it is, for serve() to report them in one line)."""

@@ -73,9 +73,12 @@ def create_app(settings: TrainingSettings, *, start_loop: bool = True) -> FastAP
     app = FastAPI(title="latency-predictor training server", lifespan=lifespan)
     app.state.settings, app.state.slot = settings, slot
     auth.install(app, settings)
-    app.add_middleware(RequestLimits, max_body_bytes=settings.max_body_bytes,
-                       refused=refused_counter(metrics.registry),
-                       capped={"/add_training_data_bulk": settings.max_concurrent_ingests})
+    app.add_middleware(
+        RequestLimits,
+        max_body_bytes=settings.max_body_bytes,
+        refused=refused_counter(metrics.registry),
+        capped={"/add_training_data_bulk": settings.max_concurrent_ingests},
+    )
     app.state.metrics = metrics
     app.state.predict_metrics = PredictMetrics(metrics.registry)
     app.state.fleet = PredictionFleet()  # prediction servers' reports, in memory only

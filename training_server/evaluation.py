@@ -31,8 +31,13 @@ def evaluate(y_true: np.ndarray, y_pred: np.ndarray, quantile: float) -> dict[st
     Coverage near `quantile` is the calibration check: a p90 should cover 90 % of requests.
     """
     if len(y_true) == 0:
-        return {"mae": None, "rmse": None, "pinball_loss": None, "coverage": None,
-                "violation_rate": None}
+        return {
+            "mae": None,
+            "rmse": None,
+            "pinball_loss": None,
+            "coverage": None,
+            "violation_rate": None,
+        }
     error = y_pred - y_true
     coverage = float(np.mean(y_true <= y_pred))
     return {
@@ -47,20 +52,23 @@ def evaluate(y_true: np.ndarray, y_pred: np.ndarray, quantile: float) -> dict[st
 POD_TYPE_NAMES = {0.0: "monolithic", 1.0: "prefill", 2.0: "decode"}
 
 
-def regime_coverage(columns: Columns, y_true: np.ndarray, y_pred: np.ndarray
-                    ) -> dict[str, dict[str, float | int]]:
+def regime_coverage(
+    columns: Columns, y_true: np.ndarray, y_pred: np.ndarray
+) -> dict[str, dict[str, float | int]]:
     """Coverage per regime where a p90 is most likely to be off: queued or not, pod role,
     prefix-cache score quarter. Only regimes with rows appear: {name: {n, coverage}}."""
     covered = y_true <= y_pred
     masks = {
         "queued": columns["num_request_waiting"] > 0,
         "not_queued": columns["num_request_waiting"] <= 0,
-        **{f"pod_type={name}": columns["pod_type_code"] == code
-           for code, name in POD_TYPE_NAMES.items()},
-        **{f"prefix_bucket={b}": FEATURES["prefill_score_bucket"](columns) == b
-           for b in range(4)},
+        **{
+            f"pod_type={name}": columns["pod_type_code"] == code
+            for code, name in POD_TYPE_NAMES.items()
+        },
+        **{f"prefix_bucket={b}": FEATURES["prefill_score_bucket"](columns) == b for b in range(4)},
     }
     return {
         name: {"n": int(mask.sum()), "coverage": float(covered[mask].mean())}
-        for name, mask in masks.items() if mask.any()
+        for name, mask in masks.items()
+        if mask.any()
     }

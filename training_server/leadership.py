@@ -114,8 +114,7 @@ class PostgresLeadership:
         # A down server answers "follower" in seconds instead of stalling the retrainer.
         connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": 5}
         # NullPool: close() really closes, so the lock is never parked in a pool.
-        self._engine: Engine = create_engine(parsed, poolclass=NullPool,
-                                             connect_args=connect_args)
+        self._engine: Engine = create_engine(parsed, poolclass=NullPool, connect_args=connect_args)
         self._conn: Connection | None = None
         self._key = 0
         self._held = False
@@ -158,8 +157,9 @@ class PostgresLeadership:
             for statement in self.SESSION_SETTINGS:
                 conn.execute(text(statement))
             self._key = _lock_key(conn.execute(text("SELECT current_schema()")).scalar_one())
-        got = self._conn.execute(text("SELECT pg_try_advisory_lock(:key)"),
-                                 {"key": self._key}).scalar_one()
+        got = self._conn.execute(
+            text("SELECT pg_try_advisory_lock(:key)"), {"key": self._key}
+        ).scalar_one()
         self._held = bool(got)
         if self._held:
             log.info("leadership acquired (advisory lock %d)", self._key)
@@ -182,8 +182,9 @@ class PostgresLeadership:
                     # Unlock first: the server ends a closed session asynchronously, so a
                     # bare close would leave the lock held for a moment after we return.
                     if self._held:
-                        self._conn.execute(text("SELECT pg_advisory_unlock(:key)"),
-                                           {"key": self._key})
+                        self._conn.execute(
+                            text("SELECT pg_advisory_unlock(:key)"), {"key": self._key}
+                        )
                     self._conn.close()
                 except SQLAlchemyError:
                     pass  # a broken session is ended by the server, and the lock with it

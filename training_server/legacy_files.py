@@ -28,7 +28,14 @@ from shared.features import NUMERIC_FIELDS, Columns
 from shared.prior import prior_predict
 from shared.settings import LegacyArtifacts, ModelType, ObjectiveType, TrainingSettings
 from shared.targets import TARGETS, Target
-from training_server.legacy import FILE_NAMES, LegacyFit, dump, fit_legacy, settings_columns
+from training_server.legacy import (
+    FILE_NAMES,
+    LegacyFit,
+    dump,
+    fit_calibrated_legacy,
+    fit_legacy,
+    settings_columns,
+)
 from training_server.training import TargetFit
 
 PRIOR_DIR = "legacy-prior"
@@ -118,6 +125,6 @@ def for_bundle(
         columns, actual = windows[target]
         how = LegacyFit.of(s, target, threads=s.train_threads or available_cpus())
         files[FILE_NAMES[target]] = dump(
-            fit_legacy(how, settings_columns(s, target), columns, actual)
+            fit_calibrated_legacy(how, settings_columns(s, target), columns, actual)
         )
     return files

@@ -44,8 +44,9 @@ MAX_ROWS_PER_STEP = 50_000
 RECENT_ROWS = 1_000
 
 
-def aci_step(log_offset: float, actual: np.ndarray, served: np.ndarray, quantile: float,
-             step: float) -> float:
+def aci_step(
+    log_offset: float, actual: np.ndarray, served: np.ndarray, quantile: float, step: float
+) -> float:
     """The log-factor after scoring `served` against `actual` (one ACI update per row;
     their order does not matter, only the count of misses)."""
     misses = int(np.count_nonzero(actual > served))
@@ -107,14 +108,18 @@ class LiveCalibrator:
             log.warning("live calibration file unreadable; starting afresh", exc_info=True)
         if published is None or published.quantile != self.settings.quantile_alpha:
             published = LiveCalibration(
-                updated_at=datetime.now(UTC), quantile=self.settings.quantile_alpha,
+                updated_at=datetime.now(UTC),
+                quantile=self.settings.quantile_alpha,
                 through_sample_id=self.store.max_sample_id(),
                 targets={t: TargetLiveCalibration() for t in TARGETS},
             )
             write_live_calibration(self.settings.model_dir, published)
         self.state = published
-        log.info("live calibration from sample %d: %s", published.through_sample_id,
-                 {t.value: round(e.log_offset, 4) for t, e in published.targets.items()})
+        log.info(
+            "live calibration from sample %d: %s",
+            published.through_sample_id,
+            {t.value: round(e.log_offset, 4) for t, e in published.targets.items()},
+        )
         self._changed()
 
     def step(self) -> bool:
@@ -134,17 +139,25 @@ class LiveCalibrator:
             entry = targets[target]
             self._recent[target].extend((actual <= served).tolist())
             targets[target] = TargetLiveCalibration(
-                log_offset=aci_step(entry.log_offset, actual, served,
-                                    self.settings.quantile_alpha, self.settings.calibration_step),
+                log_offset=aci_step(
+                    entry.log_offset,
+                    actual,
+                    served,
+                    self.settings.quantile_alpha,
+                    self.settings.calibration_step,
+                ),
                 rows=entry.rows + len(actual),
                 recent_coverage=float(np.mean(self._recent[target])),
             )
             self.metrics.live_rows.labels(target.value).inc(len(actual))
             scored = True
-        self.state = self.state.model_copy(update={
-            "updated_at": datetime.now(UTC), "through_sample_id": int(rows.ids[-1]),
-            "targets": targets,
-        })
+        self.state = self.state.model_copy(
+            update={
+                "updated_at": datetime.now(UTC),
+                "through_sample_id": int(rows.ids[-1]),
+                "targets": targets,
+            }
+        )
         write_live_calibration(self.settings.model_dir, self.state)
         if scored:
             self._changed()
@@ -152,7 +165,7 @@ class LiveCalibrator:
 
     def _changed(self) -> None:
         current = self.state or self.reader.current
-        for target, entry in (current.targets.items() if current else ()):
+        for target, entry in current.targets.items() if current else ():
             self.metrics.live_log_offset.labels(target.value).set(entry.log_offset)
             if entry.recent_coverage is not None:
                 self.metrics.live_coverage.labels(target.value).set(entry.recent_coverage)

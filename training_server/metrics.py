@@ -44,47 +44,65 @@ class TrainingMetrics:
             registry=r,
         )
         self.consecutive_failures = Gauge(
-            "latency_retrain_consecutive_failures", "Failed retrains since the last success",
+            "latency_retrain_consecutive_failures",
+            "Failed retrains since the last success",
             registry=r,
         )
         self.retrain_metric = Gauge(
-            "latency_retrain_metric", "Metric of the latest retrain: held-out (mae, rmse, "
+            "latency_retrain_metric",
+            "Metric of the latest retrain: held-out (mae, rmse, "
             "pinball_loss, coverage, violation_rate, raw_coverage), the conformal factor "
             "(calibration_log_offset) and the served p90s since the previous retrain "
-            "(live_coverage, live_pinball_loss)", ["target", "metric"], registry=r,
+            "(live_coverage, live_pinball_loss)",
+            ["target", "metric"],
+            registry=r,
         )
         self.regime_coverage = Gauge(
-            "latency_retrain_regime_coverage", "Held-out coverage of the latest retrain per "
-            "regime (queued, pod_type=..., prefix_bucket=...)", ["target", "regime"],
+            "latency_retrain_regime_coverage",
+            "Held-out coverage of the latest retrain per "
+            "regime (queued, pod_type=..., prefix_bucket=...)",
+            ["target", "regime"],
             registry=r,
         )
         self.window_limit = Gauge(
-            "latency_training_window_limit", "Newest rows per target the next retrain may fit "
-            "on (lowered when a retrain overruns half the interval)", registry=r,
+            "latency_training_window_limit",
+            "Newest rows per target the next retrain may fit "
+            "on (lowered when a retrain overruns half the interval)",
+            registry=r,
         )
         self.is_leader = Gauge(
             "latency_trainer_is_leader",
-            "1 while this training replica holds the retrain leadership, else 0", registry=r,
+            "1 while this training replica holds the retrain leadership, else 0",
+            registry=r,
         )
         self.live_rows = Counter(
-            "latency_live_scored_rows", "Served predictions scored against their actuals "
-            "by the live calibration", ["target"], registry=r,
+            "latency_live_scored_rows",
+            "Served predictions scored against their actuals by the live calibration",
+            ["target"],
+            registry=r,
         )
         self.live_log_offset = Gauge(
-            "latency_live_calibration_log_offset", "Live calibration log-factor served on top "
-            "of each bundle's own (0 = none)", ["target"], registry=r,
+            "latency_live_calibration_log_offset",
+            "Live calibration log-factor served on top of each bundle's own (0 = none)",
+            ["target"],
+            registry=r,
         )
         self.live_coverage = Gauge(
-            "latency_live_coverage", "Share of the newest 1,000 scored actuals at or below "
-            "the p90 the EPP was served", ["target"], registry=r,
+            "latency_live_coverage",
+            "Share of the newest 1,000 scored actuals at or below the p90 the EPP was served",
+            ["target"],
+            registry=r,
         )
         self.model_choice = Gauge(
-            "latency_model_choice", "1 for the candidate model the newest bundle serves per "
+            "latency_model_choice",
+            "1 for the candidate model the newest bundle serves per "
             "target (chosen by out-of-fold pinball loss), 0 for the others seen",
-            ["target", "candidate"], registry=r,
+            ["target", "candidate"],
+            registry=r,
         )
         self.model_published_at = Gauge(
-            "latency_model_published_timestamp_seconds", "Unix time the current bundle was built",
+            "latency_model_published_timestamp_seconds",
+            "Unix time the current bundle was built",
             registry=r,
         )
 
@@ -106,8 +124,9 @@ class TrainingMetrics:
         return ("\n".join(legacy_lines) + "\n").encode() + generate_latest(self.registry)
 
 
-def served_importances(bundle: LoadedBundle | None,
-                       settings: TrainingSettings) -> dict[str, dict[str, float]]:
+def served_importances(
+    bundle: LoadedBundle | None, settings: TrainingSettings
+) -> dict[str, dict[str, float]]:
     """Feature importances per target of what is served: the trees' gain for a trained
     model, else the cold-start prior's weights (shared.prior.prior_importances)."""
     out = {}
@@ -115,10 +134,14 @@ def served_importances(bundle: LoadedBundle | None,
         if bundle is not None and bundle.has_model(target):
             model = bundle.models[target]
             out[target.value] = backend_for(bundle.model_type).importances(
-                model, bundle.features[target])
+                model, bundle.features[target]
+            )
         else:
-            names = feature_names(target, token_in_flight=settings.enable_token_in_flight_features,
-                                  encoder=settings.enable_encoder_features)
+            names = feature_names(
+                target,
+                token_in_flight=settings.enable_token_in_flight_features,
+                encoder=settings.enable_encoder_features,
+            )
             out[target.value] = prior_importances(target, names)
     return out
 

@@ -74,8 +74,9 @@ class Outcome(StrEnum):
 
 def trainer_slot(settings: TrainingSettings) -> BundleSlot:
     """The slot a training server starts with: the cold-start prior of its settings."""
-    return BundleSlot(prior_bundle(settings.model_type, settings.objective_type,
-                                   settings.quantile_alpha))
+    return BundleSlot(
+        prior_bundle(settings.model_type, settings.objective_type, settings.quantile_alpha)
+    )
 
 
 class PublishedNotRecorded(Exception):
@@ -83,8 +84,10 @@ class PublishedNotRecorded(Exception):
     the retrain failed: a failed retrain whose model is nevertheless the one served."""
 
     def __init__(self, version: str, cause: BaseException):
-        super().__init__(f"published {version}, but the retrain was not recorded: "
-                         f"{type(cause).__name__}: {cause}")
+        super().__init__(
+            f"published {version}, but the retrain was not recorded: "
+            f"{type(cause).__name__}: {cause}"
+        )
         self.version = version
 
 
@@ -134,8 +137,9 @@ class Retrainer:
         self.state = RetrainState()
         self.window = WindowBudget(settings.max_training_window, settings.retraining_interval_sec)
         # issue 14: the loop's clock, plus early retrains while the data is small.
-        self.schedule = RetrainSchedule(settings.retraining_interval_sec,
-                                        early=settings.early_retrains)
+        self.schedule = RetrainSchedule(
+            settings.retraining_interval_sec, early=settings.early_retrains
+        )
         metrics.window_limit.set(self.window.limit)
         self._lock = threading.Lock()  # one retrain at a time (loop and manual triggers)
         self._stop = threading.Event()
@@ -149,8 +153,11 @@ class Retrainer:
         history = self.store.list_retrains(limit=1, ok_only=True)
         if history:
             self.state.last_success = history[0]
-            if (published is not None and history[0]["version"] == published.version
-                    and not self._lacks_legacy_files(published)):
+            if (
+                published is not None
+                and history[0]["version"] == published.version
+                and not self._lacks_legacy_files(published)
+            ):
                 self.state.trained_through = history[0]["max_sample_id"]
 
     def _lacks_legacy_files(self, bundle: LoadedBundle) -> bool:
@@ -171,8 +178,11 @@ class Retrainer:
         if leader and not was_leader:
             self._follow()  # serve, and resume from, what the previous leader published
             self.resume()
-            log.info("leading the retrains as %s (trained through sample %d)",
-                     self.trainer_id, self.state.trained_through)
+            log.info(
+                "leading the retrains as %s (trained through sample %d)",
+                self.trainer_id,
+                self.state.trained_through,
+            )
         return leader
 
     def _follow(self) -> None:
@@ -202,8 +212,12 @@ class Retrainer:
             if not self._elect():
                 self._follow()
                 return Outcome.FOLLOWER
-            run = RetrainRun(datetime.now(UTC), time.perf_counter(),
-                             self.state.trained_through, self.window.limit)
+            run = RetrainRun(
+                datetime.now(UTC),
+                time.perf_counter(),
+                self.state.trained_through,
+                self.window.limit,
+            )
             try:
                 run.watermark = self.store.max_sample_id()
                 if run.watermark <= self.state.trained_through:
@@ -244,7 +258,9 @@ class Retrainer:
             run.windows[target] = self.store.window(target, test=False, limit=run.window_limit)
             # issue 14: the model is chosen per target among candidates (model_selection).
             fits[target] = train_target(
-                s, target, run.windows[target],
+                s,
+                target,
+                run.windows[target],
                 self.store.window(target, test=True, limit=s.max_test_data_size),
             )
         return fits
@@ -268,8 +284,12 @@ class Retrainer:
             quantile=s.quantile_alpha,
             targets={
                 t: TargetManifest(
-                    file=None, features=list(f.features), train_samples=f.train_samples,
-                    test_samples=f.test_samples, metrics=f.metrics, space=f.space,
+                    file=None,
+                    features=list(f.features),
+                    train_samples=f.train_samples,
+                    test_samples=f.test_samples,
+                    metrics=f.metrics,
+                    space=f.space,
                     calibration_log_offset=f.log_offset,
                 )
                 for t, f in run.fits.items()
@@ -286,9 +306,13 @@ class Retrainer:
         database) this replica's routes and /model/export must not lag behind CURRENT, and
         the next tick must not publish yet another version of the same rows."""
         s = self.settings
-        write_bundle(s.model_dir, manifest, {t: f.model for t, f in run.fits.items()},
-                     keep=s.keep_model_versions,
-                     legacy_files=legacy_files.for_bundle(s, run.fits, run.windows))
+        write_bundle(
+            s.model_dir,
+            manifest,
+            {t: f.model for t, f in run.fits.items()},
+            keep=s.keep_model_versions,
+            legacy_files=legacy_files.for_bundle(s, run.fits, run.windows),
+        )
         bundle = load_bundle(s.model_dir, manifest.version)
         previous_through = self.state.trained_through
         self.slot.publish(bundle)
@@ -301,9 +325,11 @@ class Retrainer:
         is a failed retrain whose bundle is nevertheless served (PublishedNotRecorded)."""
         row = self._row(version, "ok", None, run)
         try:
-            row.update(self._live_scores(previous_through, run.watermark),
-                       window_limit=run.window_limit,
-                       regimes={t.value: f.regimes for t, f in run.fits.items() if f.regimes})
+            row.update(
+                self._live_scores(previous_through, run.watermark),
+                window_limit=run.window_limit,
+                regimes={t.value: f.regimes for t, f in run.fits.items() if f.regimes},
+            )
             self.store.record_retrain(row)
         except Exception as exc:
             raise PublishedNotRecorded(version, exc) from exc
@@ -311,12 +337,17 @@ class Retrainer:
 
     def _succeeded(self, row: dict[str, Any], run: RetrainRun) -> None:
         """Size the next window by this retrain's time, reset the failure streak, tell."""
-        next_limit = self.window.observe(row["duration_s"],
-                                         max(f.train_samples for f in run.fits.values()))
+        next_limit = self.window.observe(
+            row["duration_s"], max(f.train_samples for f in run.fits.values())
+        )
         if next_limit != run.window_limit:
-            log.info("training window %d -> %d rows per target (retrain took %.2f s, budget "
-                     "%.2f s)", run.window_limit, next_limit, row["duration_s"],
-                     self.window.budget_sec)
+            log.info(
+                "training window %d -> %d rows per target (retrain took %.2f s, budget %.2f s)",
+                run.window_limit,
+                next_limit,
+                row["duration_s"],
+                self.window.budget_sec,
+            )
         self.metrics.window_limit.set(next_limit)
         self.state.consecutive_failures = 0
         self.state.last_error = None
@@ -325,19 +356,31 @@ class Retrainer:
         self.metrics.retrain_seconds.observe(row["duration_s"])
         self.metrics.observe_retrain(row)
         log.info(
-            "retrain ok version=%s duration_s=%.3f %s", row["version"], row["duration_s"],
-            " ".join(f"{k}={v:.4g}" for k, v in row.items()
-                     if k.startswith(("ttft_", "tpot_")) and isinstance(v, int | float)),
+            "retrain ok version=%s duration_s=%.3f %s",
+            row["version"],
+            row["duration_s"],
+            " ".join(
+                f"{k}={v:.4g}"
+                for k, v in row.items()
+                if k.startswith(("ttft_", "tpot_")) and isinstance(v, int | float)
+            ),
         )
 
-    def _row(self, version: str | None, status: str, error: str | None,
-             run: RetrainRun) -> dict[str, Any]:
+    def _row(
+        self, version: str | None, status: str, error: str | None, run: RetrainRun
+    ) -> dict[str, Any]:
         s = self.settings
         row: dict[str, Any] = {
-            "version": version, "started_at": run.started, "status": status, "error": error,
-            "duration_s": run.duration_s(), "model_type": s.model_type.value,
-            "objective": s.objective_type.value, "quantile": s.quantile_alpha,
-            "max_sample_id": run.watermark, "trainer": self.trainer_id,
+            "version": version,
+            "started_at": run.started,
+            "status": status,
+            "error": error,
+            "duration_s": run.duration_s(),
+            "model_type": s.model_type.value,
+            "objective": s.objective_type.value,
+            "quantile": s.quantile_alpha,
+            "max_sample_id": run.watermark,
+            "trainer": self.trainer_id,
         }
         for target, fit in run.fits.items():
             t = target.value
@@ -429,7 +472,10 @@ class Retrainer:
         failures = self.state.consecutive_failures
         factor: int = min(2 ** max(failures - 1, 0), MAX_BACKOFF)
         if factor > 1:
-            log.warning("%d failed retrains in a row: next try in %.0f s", failures,
-                        factor * self.settings.retraining_interval_sec)
+            log.warning(
+                "%d failed retrains in a row: next try in %.0f s",
+                failures,
+                factor * self.settings.retraining_interval_sec,
+            )
             return float(factor * self.settings.retraining_interval_sec)
         return self.schedule.wait()

@@ -40,8 +40,10 @@ def _measures_values(target: Target) -> tuple[int, int]:
 
 def empty_counts() -> dict[str, dict[str, int]]:
     """The shape of SampleStore.counts() for a store with no rows."""
-    return {split: {"ttft_samples": 0, "tpot_samples": 0, "total_samples": 0}
-            for split in ("training_data", "test_data")}
+    return {
+        split: {"ttft_samples": 0, "tpot_samples": 0, "total_samples": 0}
+        for split in ("training_data", "test_data")
+    }
 
 
 def _counts(conn: Connection) -> dict[str, dict[str, int]]:
@@ -74,8 +76,9 @@ class ServedRows:
     actual: dict[Target, np.ndarray]
     predicted: dict[Target, np.ndarray]
 
-    def scored(self, target: Target, among: np.ndarray | None = None
-               ) -> tuple[np.ndarray, np.ndarray]:
+    def scored(
+        self, target: Target, among: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(actual, predicted) of the rows (`among` them, a mask) that measure `target` and
         carry a prediction."""
         actual, predicted = self.actual[target], self.predicted[target]
@@ -132,8 +135,11 @@ class SampleStore:
         "ttft_queued_samples": rows with num_request_waiting > 0, "tpot_...": ...}."""
         c = samples.c
         queued = (c.num_request_waiting > 0).label("queued")
-        stmt = (select(c.measures, queued, func.count()).where(c.is_test.is_(False))
-                .group_by(c.measures, queued))
+        stmt = (
+            select(c.measures, queued, func.count())
+            .where(c.is_test.is_(False))
+            .group_by(c.measures, queued)
+        )
         out = {f"{t.value}_{state}_samples": 0 for t in TARGETS for state in ("noqueue", "queued")}
         with self.engine.connect() as conn:
             for measures, is_queued, count in conn.execute(stmt):
@@ -172,8 +178,11 @@ class SampleStore:
         """Up to `limit` rows with id > after_id, oldest first: for each target the actual
         and the prediction the EPP acted on (NaN where it sent none). Read by primary key."""
         c = samples.c
-        columns = [c.id, *(c[t.actual_field] for t in TARGETS),
-                   *(c[t.predicted_field] for t in TARGETS)]
+        columns = [
+            c.id,
+            *(c[t.actual_field] for t in TARGETS),
+            *(c[t.predicted_field] for t in TARGETS),
+        ]
         stmt = select(*columns).where(c.id > after_id).order_by(c.id).limit(limit)
         with self.engine.connect() as conn:
             rows = conn.execute(stmt).all()
@@ -199,7 +208,9 @@ class SampleStore:
                 .having(func.count() > per_bucket)
             ).all()
             test_groups = conn.execute(
-                select(c.measures).where(c.is_test.is_(True)).group_by(c.measures)
+                select(c.measures)
+                .where(c.is_test.is_(True))
+                .group_by(c.measures)
                 .having(func.count() > test_total)
             ).all()
             conditions = [
@@ -242,8 +253,9 @@ class SampleStore:
             assert key is not None  # an INSERT of one row always has one
             return int(key[0])
 
-    def list_retrains(self, *, limit: int = 50, offset: int = 0,
-                      ok_only: bool = False) -> list[dict[str, Any]]:
+    def list_retrains(
+        self, *, limit: int = 50, offset: int = 0, ok_only: bool = False
+    ) -> list[dict[str, Any]]:
         stmt = select(retrains).order_by(retrains.c.id.desc()).limit(limit).offset(offset)
         if ok_only:
             stmt = stmt.where(retrains.c.status == "ok")

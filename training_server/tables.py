@@ -61,8 +61,7 @@ RETRAIN_METRICS = ("mae", "rmse", "pinball_loss", "coverage", "violation_rate")
 # Per target, added by migration 0003: coverage before calibration, the conformal factor
 # shipped (log), and the p90s actually served since the previous retrain, scored against
 # the actuals that arrived since (rows the served models never saw: the future).
-RETRAIN_DETAILS = ("raw_coverage", "calibration_log_offset", "live_coverage",
-                   "live_pinball_loss")
+RETRAIN_DETAILS = ("raw_coverage", "calibration_log_offset", "live_coverage", "live_pinball_loss")
 COUNTS = ("train_samples", "test_samples", "live_rows")
 
 retrains = Table(

@@ -46,16 +46,27 @@ class TargetFit:
     candidates: dict[str, float] = field(default_factory=dict)
 
 
-def fit_model(backend: Backend, params: FitParams, names: Sequence[str], columns: Columns,
-              y: np.ndarray, space: TargetSpace) -> Any:
+def fit_model(
+    backend: Backend,
+    params: FitParams,
+    names: Sequence[str],
+    columns: Columns,
+    y: np.ndarray,
+    space: TargetSpace,
+) -> Any:
     """A model of `space` fitted on actuals `y` (ms)."""
     threads = min(params.threads or available_cpus(), 1 + len(y) // MIN_ROWS_PER_EXTRA_THREAD)
-    return backend.fit(build_matrix(columns, names), to_label(space, columns, y),
-                       replace(params, threads=max(1, threads)), names)
+    return backend.fit(
+        build_matrix(columns, names),
+        to_label(space, columns, y),
+        replace(params, threads=max(1, threads)),
+        names,
+    )
 
 
-def score_held_out(backend: Backend, fit: TargetFit, held_out: tuple[Columns, np.ndarray],
-                   quantile: float) -> None:
+def score_held_out(
+    backend: Backend, fit: TargetFit, held_out: tuple[Columns, np.ndarray], quantile: float
+) -> None:
     """Metrics of what the prediction servers will answer with `fit`, on rows it never saw,
     overall and per regime (into fit.metrics and fit.regimes)."""
     columns, y = held_out
@@ -75,8 +86,9 @@ def uncalibrated_ms(backend: Backend, fit: TargetFit, columns: Columns) -> np.nd
     return model_ms(backend, fit.model, fit.features, fit.space, columns)
 
 
-def model_ms(backend: Backend, model: Any, names: Sequence[str], space: TargetSpace,
-             columns: Columns) -> np.ndarray:
+def model_ms(
+    backend: Backend, model: Any, names: Sequence[str], space: TargetSpace, columns: Columns
+) -> np.ndarray:
     """`model`'s answer in ms (a model of `space`), before any calibration factor."""
     output = backend.predict(model, build_matrix(columns, names))
     ms: np.ndarray = np.maximum(to_ms(space, columns, output), 0.0)
@@ -97,8 +109,9 @@ def fit_params(settings: TrainingSettings, target: Target, names: Sequence[str])
         n_estimators=s.n_estimators,
         max_depth=s.max_depth,
         learning_rate=s.learning_rate,
-        min_rows_per_leaf=(s.ttft_min_rows_per_leaf if target is Target.TTFT
-                           else s.tpot_min_rows_per_leaf),
+        min_rows_per_leaf=(
+            s.ttft_min_rows_per_leaf if target is Target.TTFT else s.tpot_min_rows_per_leaf
+        ),
         # 0: the container's CPU quota; the libraries would take the node's core count.
         threads=s.train_threads or available_cpus(),
         monotone=monotone_constraints(

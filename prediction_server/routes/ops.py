@@ -35,7 +35,7 @@ async def root(bundle: ServingBundle) -> dict[str, Any]:
     return {
         "service": "latency-predictor prediction server",
         "description": "Answers p90 TTFT/TPOT predictions from the newest published bundle; "
-                       "POST /predict/bulk/strict is the hot path.",
+        "POST /predict/bulk/strict is the hot path.",
         "docs": "/docs",
         "model_version": bundle.version,
     }
@@ -53,8 +53,9 @@ async def readyz(bundle: ServingBundle) -> dict[str, Any]:
 
 
 @router.get("/status", dependencies=require(Access.EPP))
-async def status(bundle: ServingBundle, settings: SettingsDep,
-                 watcher: WatcherDep) -> dict[str, Any]:
+async def status(
+    bundle: ServingBundle, settings: SettingsDep, watcher: WatcherDep
+) -> dict[str, Any]:
     return {
         "is_ready": True,
         **_model_fields(bundle),
@@ -71,8 +72,10 @@ async def status(bundle: ServingBundle, settings: SettingsDep,
         "refused_versions": watcher.refused,
         # log-factors on the model's answer: the bundle's conformal one and the live one
         "calibration": {
-            t.value: {"bundle_log_offset": bundle.log_offsets.get(t, 0.0),
-                      "live_log_offset": bundle.live_log_offsets.get(t, 0.0)}
+            t.value: {
+                "bundle_log_offset": bundle.log_offsets.get(t, 0.0),
+                "live_log_offset": bundle.live_log_offsets.get(t, 0.0),
+            }
             for t in TARGETS
         },
         "worker_pid": os.getpid(),  # with several workers, each answers for itself

@@ -33,12 +33,14 @@ THREADPOOL_MIN_ROWS = 512
 
 # The strict route reads its body itself, so FastAPI neither documents its body nor the
 # 422 it answers: both are declared here for the OpenAPI schema.
-VALIDATION_ERROR: dict[int | str, dict[str, Any]] = {422: {
-    "description": "Validation Error",
-    "content": {"application/json": {
-        "schema": {"$ref": "#/components/schemas/HTTPValidationError"}
-    }},
-}}
+VALIDATION_ERROR: dict[int | str, dict[str, Any]] = {
+    422: {
+        "description": "Validation Error",
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/HTTPValidationError"}}
+        },
+    }
+}
 STRICT_BODY_SCHEMA = {
     "type": "object",
     "required": ["requests"],
@@ -66,12 +68,16 @@ async def _predicted(bundle: LoadedBundle, columns: Columns, rows: int) -> pipel
     "/predict/bulk/strict",
     response_model=BulkPredictionResponse,
     responses=VALIDATION_ERROR,
-    openapi_extra={"requestBody": {
-        "required": True, "content": {"application/json": {"schema": STRICT_BODY_SCHEMA}}
-    }},
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": STRICT_BODY_SCHEMA}},
+        }
+    },
 )
-async def predict_bulk_strict(request: Request, bundle: ServingBundle, settings: SettingsDep,
-                              metrics: MetricsDep) -> Response:
+async def predict_bulk_strict(
+    request: Request, bundle: ServingBundle, settings: SettingsDep, metrics: MetricsDep
+) -> Response:
     """All rows or none: any invalid row answers 422 naming its index and field."""
     raw = await request.body()
     # From the complete body on: the time to receive it is the client's upload (on a busy
@@ -90,8 +96,9 @@ async def predict_bulk_strict(request: Request, bundle: ServingBundle, settings:
 
 
 @router.post("/predict/bulk", response_model=BulkPredictionResponse)
-async def predict_bulk(body: BulkPredictionRequest, bundle: ServingBundle,
-                       settings: SettingsDep, metrics: MetricsDep) -> Response:
+async def predict_bulk(
+    body: BulkPredictionRequest, bundle: ServingBundle, settings: SettingsDep, metrics: MetricsDep
+) -> Response:
     """The body is validated whole first, as in the llm-d service: a row with a missing field
     or a wrong type answers 422 naming body.requests.<i>.<field>. `errors` lists the valid
     rows whose prediction failed (not a finite number), each answered null."""

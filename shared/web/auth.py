@@ -54,8 +54,9 @@ def check(request: Request, access: Access) -> None:
     given = presented_token(request)
     if not expected or given is None or not hmac.compare_digest(given.encode(), expected.encode()):
         raise HTTPException(
-            401, "missing or invalid API token: send `Authorization: Bearer <token>` "
-                 "(LATENCY_API_TOKEN / LATENCY_API_TOKEN_FILE)",
+            401,
+            "missing or invalid API token: send `Authorization: Bearer <token>` "
+            "(LATENCY_API_TOKEN / LATENCY_API_TOKEN_FILE)",
             headers={"WWW-Authenticate": "Bearer"},
         )
 

@@ -21,8 +21,9 @@ class _JSONBodyRequest(Request):
             try:
                 self._json = json.loads(raw)
             except UnicodeDecodeError as exc:  # FastAPI answers 400 for it, not 422
-                raise json.JSONDecodeError(f"body is not UTF-8 ({exc.reason})",
-                                           raw.decode("utf-8", "replace"), exc.start) from None
+                raise json.JSONDecodeError(
+                    f"body is not UTF-8 ({exc.reason})", raw.decode("utf-8", "replace"), exc.start
+                ) from None
         return self._json
 
 
@@ -45,7 +46,8 @@ class JSONBodyRoute(APIRoute):
             try:
                 return await handler(_JSONBodyRequest(request.scope, request.receive))
             except RequestValidationError as exc:
-                raise RequestValidationError(finite_or_null(exc.errors()), body=exc.body,
-                                             endpoint_ctx=exc.endpoint_ctx) from None
+                raise RequestValidationError(
+                    finite_or_null(exc.errors()), body=exc.body, endpoint_ctx=exc.endpoint_ctx
+                ) from None
 
         return json_body_handler

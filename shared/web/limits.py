@@ -19,8 +19,16 @@ from prometheus_client import CollectorRegistry, Counter
 
 # Route label values: our routes that take bodies; anything else is "other", so a scan of
 # made-up paths cannot grow the series without bound.
-BODY_ROUTES = frozenset({"/predict", "/predict/bulk", "/predict/bulk/strict",
-                         "/add_training_data_bulk", "/model/import", "/flush"})
+BODY_ROUTES = frozenset(
+    {
+        "/predict",
+        "/predict/bulk",
+        "/predict/bulk/strict",
+        "/add_training_data_bulk",
+        "/model/import",
+        "/flush",
+    }
+)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -34,8 +42,14 @@ class _BodyTooLarge(Exception):
 
 
 class RequestLimits:
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int, refused: Counter,
-                 capped: dict[str, int] | None = None):
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        refused: Counter,
+        capped: dict[str, int] | None = None,
+    ):
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.refused = refused  # refused_counter(registry)
@@ -56,23 +70,35 @@ class RequestLimits:
             return
         await self._watched(scope, receive, send, length, cap)
 
-    async def _refused_at_the_door(self, send: Send, path: str, length: int | None,
-                                   cap: int | None) -> bool:
+    async def _refused_at_the_door(
+        self, send: Send, path: str, length: int | None, cap: int | None
+    ) -> bool:
         """413 for a declared length over the limit, 429 past the route's cap."""
         if length is not None and length > self.max_body_bytes:
-            await self._refuse(send, path, 413, "too_large",
-                               f"request body of {length} bytes is over the limit of "
-                               f"{self.max_body_bytes} (LATENCY_MAX_BODY_BYTES)")
+            await self._refuse(
+                send,
+                path,
+                413,
+                "too_large",
+                f"request body of {length} bytes is over the limit of "
+                f"{self.max_body_bytes} (LATENCY_MAX_BODY_BYTES)",
+            )
             return True
         if cap is not None and self.in_progress[path] >= cap:
-            await self._refuse(send, path, 429, "shed",
-                               f"{cap} calls to {path} are already in progress; retry shortly",
-                               retry_after=True)
+            await self._refuse(
+                send,
+                path,
+                429,
+                "shed",
+                f"{cap} calls to {path} are already in progress; retry shortly",
+                retry_after=True,
+            )
             return True
         return False
 
-    async def _watched(self, scope: Scope, receive: Receive, send: Send, length: int | None,
-                       cap: int | None) -> None:
+    async def _watched(
+        self, scope: Scope, receive: Receive, send: Send, length: int | None, cap: int | None
+    ) -> None:
         """A chunked body counted as it arrives, and/or a capped route's call counted."""
         path = scope["path"]
         over = [False]
@@ -85,9 +111,15 @@ class RequestLimits:
         async def refuse_too_large() -> None:
             if not refused[0]:
                 refused[0] = True
-                await self._refuse(send, path, 413, "too_large", "request body is over the "
-                                   f"limit of {self.max_body_bytes} bytes "
-                                   "(LATENCY_MAX_BODY_BYTES)")
+                await self._refuse(
+                    send,
+                    path,
+                    413,
+                    "too_large",
+                    "request body is over the "
+                    f"limit of {self.max_body_bytes} bytes "
+                    "(LATENCY_MAX_BODY_BYTES)",
+                )
 
         async def guarded_send(message: Message) -> None:
             # Past the limit the app sees a failed read and answers (FastAPI: 400); the
@@ -119,8 +151,15 @@ class RequestLimits:
 
         return counted
 
-    async def _refuse(self, send: Send, path: str, status: int, reason: str, detail: str,
-                      retry_after: bool = False) -> None:
+    async def _refuse(
+        self,
+        send: Send,
+        path: str,
+        status: int,
+        reason: str,
+        detail: str,
+        retry_after: bool = False,
+    ) -> None:
         self.refused.labels(path if path in BODY_ROUTES else "other", reason).inc()
         headers = [(b"content-type", b"application/json")]
         if retry_after:
@@ -130,9 +169,13 @@ class RequestLimits:
 
 
 def refused_counter(registry: CollectorRegistry) -> Counter:
-    return Counter("latency_requests_refused", "Requests refused at the door: body too "
-                   "large (413) or shed by a route's concurrency cap (429)",
-                   ["route", "reason"], registry=registry)
+    return Counter(
+        "latency_requests_refused",
+        "Requests refused at the door: body too "
+        "large (413) or shed by a route's concurrency cap (429)",
+        ["route", "reason"],
+        registry=registry,
+    )
 
 
 def _content_length(scope: Scope) -> int | None:

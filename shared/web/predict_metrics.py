@@ -8,8 +8,23 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 # Sub-millisecond resolution: a 100-row strict call should take a few hundred microseconds.
 LATENCY_BUCKETS = (
-    0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.0075,
-    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.00075,
+    0.001,
+    0.0015,
+    0.002,
+    0.003,
+    0.005,
+    0.0075,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
 )
 
 
@@ -18,13 +33,17 @@ class PredictMetrics:
         self.seconds = Histogram(
             "latency_predict_duration_seconds",
             "Server-side time of one predict call, decode to encoded response",
-            ["route"], buckets=LATENCY_BUCKETS, registry=registry,
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
         )
         self.rows = Counter(
             "latency_predicted_rows", "Rows predicted", ["route"], registry=registry
         )
         self.errors = Counter(
-            "latency_predict_errors", "Predict calls or rows refused", ["route", "reason"],
+            "latency_predict_errors",
+            "Predict calls or rows refused",
+            ["route", "reason"],
             registry=registry,
         )
 
@@ -35,7 +54,6 @@ class PredictMetrics:
     def observe(self, route: str, seconds: float, rows: int) -> None:
         children = self._children.get(route)
         if children is None:
-            children = self._children[route] = (self.seconds.labels(route),
-                                                self.rows.labels(route))
+            children = self._children[route] = (self.seconds.labels(route), self.rows.labels(route))
         children[0].observe(seconds)
         children[1].inc(rows)

@@ -15,22 +15,33 @@ from latency_cli.synthetic import synthetic_rows
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "latency_cli", "retrains", *args],
-                          capture_output=True, text=True, timeout=60, env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "latency_cli", "retrains", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+    )
 
 
 def test_retrains_table_and_json(tmp_path: Path) -> None:
-    env = {"LATENCY_DB_URL": f"sqlite:///{tmp_path / 'store.db'}",
-           "LATENCY_MODEL_DIR": str(tmp_path / "models"), "LATENCY_N_ESTIMATORS": "10",
-           "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50", "LATENCY_RETRAINING_INTERVAL_SEC": "3600",
-           "LATENCY_EARLY_RETRAINS": "false"}  # the test retrains with POST /retrain
+    env = {
+        "LATENCY_DB_URL": f"sqlite:///{tmp_path / 'store.db'}",
+        "LATENCY_MODEL_DIR": str(tmp_path / "models"),
+        "LATENCY_N_ESTIMATORS": "10",
+        "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50",
+        "LATENCY_RETRAINING_INTERVAL_SEC": "3600",
+        "LATENCY_EARLY_RETRAINS": "false",
+    }  # the test retrains with POST /retrain
     server = ServerProcess("training_server", free_port(), env, tmp_path / "t.log").start()
     try:
         for seed in (1, 2):
             rows = synthetic_rows(300, seed=seed)
             for row in rows if seed == 2 else ():  # served p90s 2x the actual: coverage 1.0
-                row.update(predicted_ttft_ms=2 * row["actual_ttft_ms"],
-                           predicted_tpot_ms=2 * row["actual_tpot_ms"])
+                row.update(
+                    predicted_ttft_ms=2 * row["actual_ttft_ms"],
+                    predicted_tpot_ms=2 * row["actual_tpot_ms"],
+                )
             httpx.post(f"{server.url}/add_training_data_bulk", json={"entries": rows}, timeout=30)
             assert httpx.post(f"{server.url}/retrain", timeout=60).json()["outcome"] == "ok"
         table = cli("--url", server.url, "-n", "5")

@@ -12,11 +12,24 @@ from latency_cli.processes import free_port
 
 def test_demo_serves_a_retrained_model_and_stops_its_servers(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "latency_cli", "demo", "--duration", "8", "--var",
-         str(tmp_path / "var"), "--training-port", str(free_port()),
-         "--prediction-port", str(free_port())],
+        [
+            sys.executable,
+            "-m",
+            "latency_cli",
+            "demo",
+            "--duration",
+            "8",
+            "--var",
+            str(tmp_path / "var"),
+            "--training-port",
+            str(free_port()),
+            "--prediction-port",
+            str(free_port()),
+        ],
         env={**os.environ, "LATENCY_RETRAINING_INTERVAL_SEC": "2"},
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()

@@ -175,7 +175,8 @@ class Observed:
         newer version, per (server, worker, version) observed."""
         return {
             f"{name} pid {pid} {version}": round(
-                min(t for v, t in loads.items() if v >= version) - since[version], 2)
+                min(t for v, t in loads.items() if v >= version) - since[version], 2
+            )
             for name, pids in self.loaded.items()
             for pid, loads in pids.items()
             for version in versions

@@ -53,13 +53,16 @@ class Stream(threading.Thread):
                 rows = [{**row, MARKER: first + i} for i, row in enumerate(self.template)]
                 markers = {row[MARKER] for row in rows}
                 try:
-                    reply = client.post(f"{self.url}/add_training_data_bulk",
-                                        json={"entries": rows})
+                    reply = client.post(
+                        f"{self.url}/add_training_data_bulk", json={"entries": rows}
+                    )
                 except httpx.HTTPError:
                     self.unanswered |= markers  # the server died under this call
                     return
-                if (reply.status_code == 202
-                        and reply.json()["message"] == f"Accepted {BATCH} training samples."):
+                if (
+                    reply.status_code == 202
+                    and reply.json()["message"] == f"Accepted {BATCH} training samples."
+                ):
                     self.acked |= markers
                 else:
                     self.other.append(reply.status_code)
@@ -78,8 +81,9 @@ def stored_markers(db_url: str) -> tuple[list[int], int]:
 
 def test_every_row_answered_202_survives_a_sigkill(db_url: str, tmp_path: Path) -> None:
     # No retrain during the test: only ingestion is under test (and retention stays off).
-    env = trainer_env(tmp_path, db_url, LATENCY_RETRAINING_INTERVAL_SEC="3600",
-                      LATENCY_EARLY_RETRAINS="false")
+    env = trainer_env(
+        tmp_path, db_url, LATENCY_RETRAINING_INTERVAL_SEC="3600", LATENCY_EARLY_RETRAINS="false"
+    )
     trainer = new_trainer(tmp_path, env)
     stop = threading.Event()
     streams = [Stream(trainer.url, k + 1, stop) for k in range(STREAMS)]
@@ -88,8 +92,11 @@ def test_every_row_answered_202_survives_a_sigkill(db_url: str, tmp_path: Path) 
         pid = trainer.proc.pid if trainer.proc else None
         for stream in streams:
             stream.start()
-        wait_until(lambda: sum(len(s.acked) for s in streams) >= KILL_AFTER_ACKED * BATCH,
-                   "the streams land batches before the kill", timeout=30)
+        wait_until(
+            lambda: sum(len(s.acked) for s in streams) >= KILL_AFTER_ACKED * BATCH,
+            "the streams land batches before the kill",
+            timeout=30,
+        )
         killed_at = time.monotonic()
         trainer.kill()
         stop.set()
@@ -113,12 +120,15 @@ def test_every_row_answered_202_survives_a_sigkill(db_url: str, tmp_path: Path) 
         # At most the calls in flight at the kill (one per stream) were left unanswered.
         assert len(unanswered) <= STREAMS * BATCH
         status = data_status(trainer.url)
-        assert (status["training_data"]["total_samples"]
-                + status["test_data"]["total_samples"]) == total
+        assert (
+            status["training_data"]["total_samples"] + status["test_data"]["total_samples"]
+        ) == total
         # The restarted server takes new rows at once.
         assert ingest(trainer.url, marked_rows(90_000_000, BATCH, seed=7)).status_code == 202
-        print(f"acked={len(acked)} unanswered={len(unanswered)} stored={len(stored)} "
-              f"(of the unanswered: {len(stored & unanswered)}) restart={restarted_in:.2f}s")
+        print(
+            f"acked={len(acked)} unanswered={len(unanswered)} stored={len(stored)} "
+            f"(of the unanswered: {len(stored & unanswered)}) restart={restarted_in:.2f}s"
+        )
     finally:
         stop.set()
         trainer.stop()

@@ -30,8 +30,7 @@ from tests.fuzz.harness import (
 # What the route answers but its declaration in prediction_server/routes/ops.py does not
 # document (the report gives the fix); a no-op once declared (see supplement()).
 DOCUMENTED: dict[tuple[str, str], dict[str, Any]] = {
-    ("get", "/metrics"): {"responses": {
-        "200": raw_response("Prometheus text", "text/plain")}},
+    ("get", "/metrics"): {"responses": {"200": raw_response("Prometheus text", "text/plain")}},
 }
 
 # Schema only: this app's lifespan never runs, so its settings touch nothing.
@@ -58,8 +57,9 @@ def lightgbm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def real_app(model_dir: Path, model_type: ModelType) -> FastAPI:
-    app = create_app(PredictionSettings(model_dir=model_dir, model_type=model_type,
-                                        model_sync_interval_sec=0.2))
+    app = create_app(
+        PredictionSettings(model_dir=model_dir, model_type=model_type, model_sync_interval_sec=0.2)
+    )
     assert app.openapi() == SPEC  # the schema fuzzed is the schema served
     return app
 

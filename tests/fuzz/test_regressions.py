@@ -56,19 +56,23 @@ def with_literal(row: dict[str, Any], field: str, literal: str) -> str:
 
 # --- the predict routes (prediction_server.routes.predict) ------------------------------
 
+
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
 @pytest.mark.parametrize("field", ["kv_cache_percentage", "input_token_length"])
-def test_non_finite_numbers_answer_422_naming_the_field(prediction: TestClient, literal: str,
-                                                        field: str) -> None:
+def test_non_finite_numbers_answer_422_naming_the_field(
+    prediction: TestClient, literal: str, field: str
+) -> None:
     """Was 500: Python's JSON parser reads these (1e999 is even valid JSON, read as inf), and
     FastAPI's JSONResponse cannot echo them back in the error."""
     row = with_literal(prediction_row(), field, literal)
     assert detail_locations(prediction.post("/predict", content=row, headers=JSON)) == [
-        ["body", field]]
+        ["body", field]
+    ]
     bulk = prediction.post("/predict/bulk", content=f'{{"requests": {literal}}}', headers=JSON)
     assert detail_locations(bulk) == [["body", "requests"]]
-    strict = prediction.post("/predict/bulk/strict", content=f'{{"requests": [{row}]}}',
-                             headers=JSON)
+    strict = prediction.post(
+        "/predict/bulk/strict", content=f'{{"requests": [{row}]}}', headers=JSON
+    )
     assert strict.status_code == 422
 
 
@@ -83,8 +87,13 @@ def test_bulk_refuses_a_bad_row_holding_any_integer(prediction: TestClient) -> N
     """Was 500: orjson cannot write integers past 64 bits, and the bad row was echoed (in a
     per-row error, before /predict/bulk validated whole bodies; now in the 422's input)."""
     huge = -(2**63) - 1
-    response = prediction.post("/predict/bulk", content=json.dumps(
-        {"requests": [prediction_row(), {"": huge, "input_token_length": 2**70}]}), headers=JSON)
+    response = prediction.post(
+        "/predict/bulk",
+        content=json.dumps(
+            {"requests": [prediction_row(), {"": huge, "input_token_length": 2**70}]}
+        ),
+        headers=JSON,
+    )
     locations = detail_locations(response)
     assert ["body", "requests", 1, "input_token_length"] in locations
     assert ["body", "requests", 1, "kv_cache_percentage"] in locations  # missing
@@ -98,25 +107,40 @@ def test_booleans_are_not_numbers(prediction: TestClient, value: bool) -> None:
     """Was 200 with true taken as 1 (pydantic's lax mode; numpy in the fast decoder)."""
     row = prediction_row(num_request_waiting=value)
     assert detail_locations(prediction.post("/predict", json=row)) == [
-        ["body", "num_request_waiting"]]
-    assert detail_locations(prediction.post("/predict/bulk/strict", json={
-        "requests": [prediction_row(), row]})) == [["body", "requests", 1, "num_request_waiting"]]
+        ["body", "num_request_waiting"]
+    ]
+    assert detail_locations(
+        prediction.post("/predict/bulk/strict", json={"requests": [prediction_row(), row]})
+    ) == [["body", "requests", 1, "num_request_waiting"]]
     assert detail_locations(prediction.post("/predict/bulk", json={"requests": [row]})) == [
-        ["body", "requests", 0, "num_request_waiting"]]
+        ["body", "requests", 0, "num_request_waiting"]
+    ]
 
 
 def test_a_list_for_a_number_answers_422_not_500(prediction: TestClient) -> None:
     """Was 500: the fast decoder's numpy table went ragged (ValueError)."""
     row = {**prediction_row(), "input_token_length": [1, 2]}
-    assert detail_locations(prediction.post("/predict/bulk/strict", json={
-        "requests": [row]})) == [["body", "requests", 0, "input_token_length"]]
+    assert detail_locations(prediction.post("/predict/bulk/strict", json={"requests": [row]})) == [
+        ["body", "requests", 0, "input_token_length"]
+    ]
 
 
 def test_counts_at_the_bound_are_served(prediction: TestClient) -> None:
-    row = prediction_row(**{f: COUNT_MAX for f in (
-        "input_token_length", "num_request_waiting", "num_request_running",
-        "num_tokens_generated", "prefill_tokens_in_flight", "decode_tokens_in_flight",
-        "encoder_matched_size", "encoder_input_size")})
+    row = prediction_row(
+        **{
+            f: COUNT_MAX
+            for f in (
+                "input_token_length",
+                "num_request_waiting",
+                "num_request_running",
+                "num_tokens_generated",
+                "prefill_tokens_in_flight",
+                "decode_tokens_in_flight",
+                "encoder_matched_size",
+                "encoder_input_size",
+            )
+        }
+    )
     response = prediction.post("/predict/bulk/strict", json={"requests": [row, prediction_row()]})
     assert response.status_code == 200, response.text
     for answer in response.json()["predictions"]:
@@ -133,6 +157,7 @@ def test_the_strict_route_documents_its_422(prediction: TestClient) -> None:
 
 # --- the training server's own routes ------------------------------------------------------
 
+
 def test_ingestion_refuses_a_boolean_row_and_keeps_the_rest(training: TestClient) -> None:
     rows = synthetic_rows(3, seed=5)
     rows[1]["num_request_running"] = True
@@ -145,13 +170,15 @@ def test_flush_takes_only_booleans(training: TestClient) -> None:
     """Was 200 for {"flush_metrics": 0}: on a route that deletes data, strictly booleans."""
     training.post("/add_training_data_bulk", json={"entries": synthetic_rows(5, seed=1)})
     assert detail_locations(training.post("/flush", json={"flush_training_data": 0})) == [
-        ["body", "flush_training_data"]]
+        ["body", "flush_training_data"]
+    ]
     assert training.get("/data/status").json()["training_data"]["total_samples"] > 0
 
 
 def test_ingestion_documents_what_it_accepts(training: TestClient) -> None:
-    entries = training.get("/openapi.json").json()["components"]["schemas"][
-        "BulkTrainingEnvelope"]["properties"]["entries"]
+    entries = training.get("/openapi.json").json()["components"]["schemas"]["BulkTrainingEnvelope"][
+        "properties"
+    ]["entries"]
     assert entries["minItems"] == 1
     assert "actual_ttft_ms" in entries["contains"]["required"]  # at least one valid row
 
@@ -179,12 +206,15 @@ def test_training_routes_answer_422_for_non_finite_numbers(training: TestClient)
     """Was 500: FastAPI cannot echo NaN (or the inf of 1e999) in its 422 body."""
     row = with_literal(synthetic_rows(1)[0], "kv_cache_percentage", "1e999")
     statuses = [
-        training.post("/add_training_data_bulk", content=f'{{"entries": [{row}]}}',
-                      headers=JSON).status_code,
+        training.post(
+            "/add_training_data_bulk", content=f'{{"entries": [{row}]}}', headers=JSON
+        ).status_code,
         training.post("/flush", content='{"reason": NaN}', headers=JSON).status_code,
-        training.post("/prediction_servers/report", content=(
-            '{"id": "a", "model_version": "v", "is_ready": true, "interval_s": NaN}'),
-            headers=JSON).status_code,
+        training.post(
+            "/prediction_servers/report",
+            content=('{"id": "a", "model_version": "v", "is_ready": true, "interval_s": NaN}'),
+            headers=JSON,
+        ).status_code,
     ]
     assert statuses == [422, 422, 422]
 

@@ -39,24 +39,37 @@ NOT_FOUND = json_response("Not found: no such model, or none published yet")
 # the entry here changes nothing (see supplement()).
 DOCUMENTED: dict[tuple[str, str], dict[str, Any]] = {
     ("get", "/model/{target}/xgb/json"): {"responses": {"404": NOT_FOUND}},
-    ("get", "/model/{target}/lgb/txt"): {"responses": {
-        "200": raw_response("LightGBM text model", "text/plain"), "404": NOT_FOUND}},
+    ("get", "/model/{target}/lgb/txt"): {
+        "responses": {"200": raw_response("LightGBM text model", "text/plain"), "404": NOT_FOUND}
+    },
     ("get", "/model/{target}/lgb/importances"): {"responses": {"404": NOT_FOUND}},
     ("get", "/model/{name}/info"): {"responses": {"404": NOT_FOUND}},
-    ("get", "/model/{name}/download"): {"responses": {
-        "200": raw_response("Model file", "application/octet-stream"), "404": NOT_FOUND}},
-    ("get", "/calibration"): {"responses": {
-        "200": json_response("Live calibration file", {"type": "object"}), "404": NOT_FOUND}},
-    ("get", "/model/export"): {"responses": {
-        "200": raw_response("Bundle archive", "application/gzip"), "404": NOT_FOUND}},
+    ("get", "/model/{name}/download"): {
+        "responses": {
+            "200": raw_response("Model file", "application/octet-stream"),
+            "404": NOT_FOUND,
+        }
+    },
+    ("get", "/calibration"): {
+        "responses": {
+            "200": json_response("Live calibration file", {"type": "object"}),
+            "404": NOT_FOUND,
+        }
+    },
+    ("get", "/model/export"): {
+        "responses": {"200": raw_response("Bundle archive", "application/gzip"), "404": NOT_FOUND}
+    },
     ("post", "/model/import"): {
-        "requestBody": {"required": True, "content": {
-            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+            },
+        },
         "responses": {"422": json_response("Not a valid bundle archive")},
     },
     ("get", "/readyz"): {"responses": {"503": json_response("Store unavailable")}},
-    ("get", "/metrics"): {"responses": {
-        "200": raw_response("Prometheus text", "text/plain")}},
+    ("get", "/metrics"): {"responses": {"200": raw_response("Prometheus text", "text/plain")}},
 }
 
 # Checks that cannot hold for a route whatever the server does, each with its reason.
@@ -67,13 +80,16 @@ OPERATIONS = [
     # `loaded_at: 0` is taken as 1970-01-01 (pydantic's lax datetime) where the schema says
     # an RFC 3339 string: lax on purpose or not, that is for training_server/routes/fleet.py
     # to say (the report gives the strict version); the other checks still run.
-    {"include-path": "/prediction_servers/report",
-     "checks": {"negative_data_rejection": {"enabled": False}}},
+    {
+        "include-path": "/prediction_servers/report",
+        "checks": {"negative_data_rejection": {"enabled": False}},
+    },
 ]
 
 # Schema only: this app's lifespan never runs, so its settings touch nothing.
-SPEC = create_app(TrainingSettings(db_url="sqlite://", model_dir=Path("unused-models")),
-                  start_loop=False).openapi()
+SPEC = create_app(
+    TrainingSettings(db_url="sqlite://", model_dir=Path("unused-models")), start_loop=False
+).openapi()
 FUZZED = supplement(SPEC, DOCUMENTED)
 schema = load_schema(FUZZED, OPERATIONS)
 # A trainer serving LightGBM answers the /model routes differently: fuzzed apart. (A
@@ -86,11 +102,11 @@ model_routes = load_schema(
 
 def seeded_settings(folder: Path, model_type: ModelType) -> TrainingSettings:
     """A store with samples and a published bundle, both made by the real routes."""
-    settings = training_settings(folder, f"sqlite:///{folder / 'store.db'}",
-                                 model_type=model_type)
+    settings = training_settings(folder, f"sqlite:///{folder / 'store.db'}", model_type=model_type)
     with TestClient(create_app(settings, start_loop=False)) as client:
-        ingested = client.post("/add_training_data_bulk",
-                               json={"entries": synthetic_rows(300, seed=21)})
+        ingested = client.post(
+            "/add_training_data_bulk", json={"entries": synthetic_rows(300, seed=21)}
+        )
         assert ingested.status_code == 202, ingested.text
         assert client.post("/retrain").json()["outcome"] == "ok"
     return settings

@@ -53,7 +53,9 @@ def test_a_router_picks_with_predictions_and_sends_the_rows_back(tmp_path: Path)
     pods = [PodState(f"pod-{i}", kv_cache_percentage=0.1 * i, running_requests=i) for i in range(5)]
     request = RequestInfo(800, ttft_slo_ms=5000.0, tpot_slo_ms=100.0)
     with running_cluster(
-        tmp_path, predictors=2, LATENCY_RETRAINING_INTERVAL_SEC="3600",
+        tmp_path,
+        predictors=2,
+        LATENCY_RETRAINING_INTERVAL_SEC="3600",
         LATENCY_EARLY_RETRAINS="false",
     ) as cluster:
 

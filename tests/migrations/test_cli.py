@@ -17,7 +17,10 @@ from training_server.migrate import alembic_config
 def test_migrate_command_brings_the_store_to_head(db_url: str) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "latency_cli", "migrate"],
-        env={**os.environ, "LATENCY_DB_URL": db_url}, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "LATENCY_DB_URL": db_url},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert "newest revision" in done.stdout
@@ -30,7 +33,6 @@ def test_migrate_command_brings_the_store_to_head(db_url: str) -> None:
         engine.dispose()
     assert {"samples", "retrains", "alembic_version"} <= tables
     assert head == ScriptDirectory.from_config(alembic_config(db_url)).get_current_head()
-
 
 
 # Each process imports everything, then waits for the start file, so all migrate at once.
@@ -52,8 +54,12 @@ def test_concurrent_migrations_on_postgresql_do_not_collide(
     """Training replicas starting together all migrate; the advisory lock serialises them."""
     go = tmp_path / "go"
     procs = [
-        subprocess.Popen([sys.executable, "-c", _RACER, postgres_url, str(go)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", _RACER, postgres_url, str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(4)
     ]
     time.sleep(3.0)  # let every process finish its imports

@@ -116,23 +116,38 @@ def test_0004_keeps_older_retrains_and_records_the_model_choice(
     candidate's loss (JSON); downgrading to 0003 drops exactly those columns."""
     upgrade(db_url, "0003")
     with engine.begin() as conn:
-        conn.execute(text(
-            "INSERT INTO retrains (started_at, duration_s, status, model_type, objective, "
-            "quantile, max_sample_id) VALUES ('2026-12-03 10:00:00', 0.1, 'ok', 'xgboost', "
-            "'quantile', 0.9, 7)"))
+        conn.execute(
+            text(
+                "INSERT INTO retrains (started_at, duration_s, status, model_type, objective, "
+                "quantile, max_sample_id) VALUES ('2026-12-03 10:00:00', 0.1, 'ok', 'xgboost', "
+                "'quantile', 0.9, 7)"
+            )
+        )
     upgrade(db_url)
     store = SampleStore(engine, test_ratio=0.0)
-    store.record_retrain({
-        "started_at": datetime(2026, 12, 3, 11, tzinfo=UTC), "duration_s": 0.2,
-        "status": "ok", "model_type": "xgboost", "objective": "quantile", "quantile": 0.9,
-        "max_sample_id": 9, "ttft_model_choice": "trees_100x4_sharp",
-        "tpot_model_choice": "p90",
-        "model_candidates": {"ttft": {"p90": 12.5, "trees_100x4_sharp": 3.25},
-                             "tpot": {"p90": 0.5}},
-    })
+    store.record_retrain(
+        {
+            "started_at": datetime(2026, 12, 3, 11, tzinfo=UTC),
+            "duration_s": 0.2,
+            "status": "ok",
+            "model_type": "xgboost",
+            "objective": "quantile",
+            "quantile": 0.9,
+            "max_sample_id": 9,
+            "ttft_model_choice": "trees_100x4_sharp",
+            "tpot_model_choice": "p90",
+            "model_candidates": {
+                "ttft": {"p90": 12.5, "trees_100x4_sharp": 3.25},
+                "tpot": {"p90": 0.5},
+            },
+        }
+    )
     new, old = store.list_retrains()
     assert (old["max_sample_id"], old["ttft_model_choice"], old["model_candidates"]) == (
-        7, None, None)
+        7,
+        None,
+        None,
+    )
     assert (new["ttft_model_choice"], new["tpot_model_choice"]) == ("trees_100x4_sharp", "p90")
     assert new["model_candidates"]["ttft"] == {"p90": 12.5, "trees_100x4_sharp": 3.25}
     downgrade(db_url, "0003")

@@ -30,7 +30,9 @@ def test_locked_epp_routes_need_it_too_but_probes_never(model_dir: Path) -> None
         calls: list[tuple[str, str, dict[str, Any]]] = [
             ("POST", "/predict/bulk/strict", {"json": BODY}),
             ("POST", "/predict/bulk", {"json": BODY}),
-            ("GET", "/status", {}), ("GET", "/metrics", {})]
+            ("GET", "/status", {}),
+            ("GET", "/metrics", {}),
+        ]
         for method, path, kwargs in calls:
             assert client.request(method, path, **kwargs).status_code == 401, path
             assert client.request(method, path, headers=BEARER, **kwargs).status_code == 200
@@ -45,9 +47,12 @@ def test_an_oversized_body_is_413_and_counted(model_dir: Path) -> None:
         assert response.status_code == 413
         assert "LATENCY_MAX_BODY_BYTES" in response.json()["detail"]
         text = client.get("/metrics").text
-        counted = {(s.labels["route"], s.labels["reason"]): s.value
-                   for f in text_string_to_metric_families(text) for s in f.samples
-                   if s.name == "latency_requests_refused_total"}
+        counted = {
+            (s.labels["route"], s.labels["reason"]): s.value
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+            if s.name == "latency_requests_refused_total"
+        }
         assert counted == {("/predict/bulk/strict", "too_large"): 1.0}
         assert client.post("/predict/bulk/strict", json=BODY).status_code == 200
 
@@ -56,7 +61,8 @@ def test_a_chunked_body_over_the_limit_is_413_on_the_strict_route(model_dir: Pat
     # The strict route reads its body itself: the cut-off read must not surface as a 500.
     with running_app(model_dir, max_body_bytes=2048) as client:
         chunks = (b" " * 512 for _ in range(16))  # no Content-Length
-        response = client.post("/predict/bulk/strict", content=chunks,
-                               headers={"Content-Type": "application/json"})
+        response = client.post(
+            "/predict/bulk/strict", content=chunks, headers={"Content-Type": "application/json"}
+        )
         assert response.status_code == 413
         assert "LATENCY_MAX_BODY_BYTES" in response.json()["detail"]

@@ -41,10 +41,14 @@ def test_errors_count_by_route_and_reason(model_dir: Path) -> None:
         bad[1]["kv_cache_percentage"] = 3.0
         assert client.post("/predict/bulk/strict", json={"requests": bad}).status_code == 422
         assert client.post("/predict/bulk/strict", content=b"{nope").status_code == 422
-        assert value(client, "latency_predict_errors_total", route="strict",
-                     reason="invalid_row") == 1.0
-        assert value(client, "latency_predict_errors_total", route="strict",
-                     reason="invalid_json") == 1.0
+        assert (
+            value(client, "latency_predict_errors_total", route="strict", reason="invalid_row")
+            == 1.0
+        )
+        assert (
+            value(client, "latency_predict_errors_total", route="strict", reason="invalid_json")
+            == 1.0
+        )
         assert value(client, "latency_predicted_rows_total", route="strict") is None
 
 

@@ -27,8 +27,16 @@ from tests.prediction_server.helpers import (
     wait_for,
 )
 
-PREDICTION_FIELDS = {"ttft_ms", "tpot_ms", "predicted_at", "model_type", "objective_type",
-                     "quantile", "last_model_load", "model_version"}
+PREDICTION_FIELDS = {
+    "ttft_ms",
+    "tpot_ms",
+    "predicted_at",
+    "model_type",
+    "objective_type",
+    "quantile",
+    "last_model_load",
+    "model_version",
+}
 
 
 def is_rfc3339_utc(value: str) -> bool:
@@ -50,10 +58,13 @@ def test_cold_start_serves_the_prior(model_dir: Path) -> None:
         assert status["models_exist"] == {"ttft_model": False, "tpot_model": False}
         assert status["is_ready"] is True and status["last_model_load"] is None
         assert (status["model_type"], status["objective_type"], status["quantile"]) == (
-            "xgboost", "quantile", 0.9
+            "xgboost",
+            "quantile",
+            0.9,
         )
-        short, long = strict(client, [prediction_row(input_token_length=10),
-                                      prediction_row(input_token_length=5000)])["predictions"]
+        short, long = strict(
+            client, [prediction_row(input_token_length=10), prediction_row(input_token_length=5000)]
+        )["predictions"]
     assert 0 < short["ttft_ms"] < long["ttft_ms"]
     assert short["tpot_ms"] > 0 and long["tpot_ms"] > 0
     # The documented prior: 50 + 0.1 * effective tokens; 10 + 0.5 * running + 20 * kv.
@@ -76,8 +87,11 @@ def test_strict_predictions_follow_input_order(model_dir: Path, published: Manif
     with running_app(model_dir) as client:
         body = strict(client, rows)
         singles = [client.post("/predict", json=row).json() for row in rows]
-    assert (body["total_requests"], body["successful_predictions"], body["failed_predictions"]) \
-        == (12, 12, 0)
+    assert (body["total_requests"], body["successful_predictions"], body["failed_predictions"]) == (
+        12,
+        12,
+        0,
+    )
     assert isinstance(body["processing_time_ms"], float) and body["processing_time_ms"] >= 0
     assert body["model_version"] == published.version
     predictions = body["predictions"]
@@ -89,7 +103,9 @@ def test_strict_predictions_follow_input_order(model_dir: Path, published: Manif
         assert got["tpot_ms"] == pytest.approx(single["tpot_ms"], rel=1e-9)
         assert is_rfc3339_utc(got["predicted_at"]) and is_rfc3339_utc(got["last_model_load"])
         assert (got["model_type"], got["objective_type"], got["quantile"]) == (
-            "xgboost", "quantile", 0.9
+            "xgboost",
+            "quantile",
+            0.9,
         )
         assert got["model_version"] == published.version
     assert len({p["ttft_ms"] for p in predictions}) > 1  # a real model, varied rows
@@ -113,9 +129,16 @@ def test_server_predicts_like_the_library(
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("kv_cache_percentage", 1.5), ("input_token_length", -1), ("num_request_waiting", "abc"),
-     ("num_request_running", None), ("prefix_cache_score", 2), ("num_tokens_generated", 1.5),
-     ("prefill_tokens_in_flight", -3), ("input_token_length", "1e3")],
+    [
+        ("kv_cache_percentage", 1.5),
+        ("input_token_length", -1),
+        ("num_request_waiting", "abc"),
+        ("num_request_running", None),
+        ("prefix_cache_score", 2),
+        ("num_tokens_generated", 1.5),
+        ("prefill_tokens_in_flight", -3),
+        ("input_token_length", "1e3"),
+    ],
 )
 def test_strict_bad_row_is_422_naming_index_and_field(
     model_dir: Path, field: str, value: Any
@@ -144,13 +167,22 @@ def test_strict_missing_field_is_named(model_dir: Path) -> None:
 
 @pytest.mark.parametrize(
     "body",
-    [b'{"requests": []}', b"{}", b'{"rows": [{}]}', b'{"requests": {"a": 1}}', b"[]",
-     b'{"requests": [', b"not json", b""],
+    [
+        b'{"requests": []}',
+        b"{}",
+        b'{"rows": [{}]}',
+        b'{"requests": {"a": 1}}',
+        b"[]",
+        b'{"requests": [',
+        b"not json",
+        b"",
+    ],
 )
 def test_strict_bad_envelope_is_422(model_dir: Path, body: bytes) -> None:
     with running_app(model_dir) as client:
-        response = client.post("/predict/bulk/strict", content=body,
-                               headers={"content-type": "application/json"})
+        response = client.post(
+            "/predict/bulk/strict", content=body, headers={"content-type": "application/json"}
+        )
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"][0] == "body"
 
@@ -179,8 +211,12 @@ def test_unknown_fields_and_raw_pod_types_are_accepted(model_dir: Path, pod_type
 
 @pytest.mark.parametrize(
     ("field", "value", "kind"),
-    [("prefix_cache_score", None, "missing"), ("num_request_waiting", "abc", "int_parsing"),
-     ("num_request_running", True, "number_type"), ("kv_cache_percentage", 7, "less_than_equal")],
+    [
+        ("prefix_cache_score", None, "missing"),
+        ("num_request_waiting", "abc", "int_parsing"),
+        ("num_request_running", True, "number_type"),
+        ("kv_cache_percentage", 7, "less_than_equal"),
+    ],
 )
 def test_bulk_validates_the_whole_body_first(
     model_dir: Path, published: Manifest, field: str, value: Any, kind: str
@@ -203,8 +239,11 @@ def test_bulk_answers_every_valid_row_as_strict_does(model_dir: Path, published:
     with running_app(model_dir) as client:
         body = client.post("/predict/bulk", json={"requests": rows}).json()
         reference = strict(client, rows)["predictions"]
-    assert (body["total_requests"], body["successful_predictions"], body["failed_predictions"]) \
-        == (5, 5, 0)
+    assert (body["total_requests"], body["successful_predictions"], body["failed_predictions"]) == (
+        5,
+        5,
+        0,
+    )
     assert body["errors"] == [] and body["model_version"] == published.version
     for got, want in zip(body["predictions"], reference, strict=True):
         assert set(got) >= PREDICTION_FIELDS
@@ -221,8 +260,9 @@ def publish_damaged_ttft(model_dir: Path, published: Manifest, row: dict[str, An
     entry = published.targets[Target.TTFT]
     booster = xgb.Booster(model_file=str(folder / str(entry.file)))
     matrix = build_matrix(decode_prediction_rows([row]), entry.features)
-    leaf = int(booster.predict(xgb.DMatrix(matrix, feature_names=entry.features),
-                               pred_leaf=True)[0][0])
+    leaf = int(
+        booster.predict(xgb.DMatrix(matrix, feature_names=entry.features), pred_leaf=True)[0][0]
+    )
     raw = json.loads(booster.save_raw("json"))
     tree = raw["learner"]["gradient_booster"]["model"]["trees"][0]
     tree["split_conditions"][leaf] = tree["base_weights"][leaf] = float("nan")
@@ -247,7 +287,9 @@ def test_bulk_lists_the_valid_rows_whose_prediction_failed(
     failed = {e["index"] for e in body["errors"]}
     assert 0 in failed and len(failed) < len(rows)
     assert (body["successful_predictions"], body["failed_predictions"]) == (
-        len(rows) - len(failed), len(failed))
+        len(rows) - len(failed),
+        len(failed),
+    )
     for error in body["errors"]:
         assert error["error"] == "ttft prediction is not a finite number"
         assert body["predictions"][error["index"]] is None

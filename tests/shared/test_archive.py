@@ -46,8 +46,9 @@ def bundle_members(model_dir: Path, version: str) -> dict[str, bytes]:
 def source(tmp_path: Path) -> tuple[Path, Manifest]:
     src = tmp_path / "source-models"
     src.mkdir()
-    return src, publish_trained_bundle(src, ModelType.LIGHTGBM, ObjectiveType.QUANTILE,
-                                       seed=3, version=SOURCE_VERSION)
+    return src, publish_trained_bundle(
+        src, ModelType.LIGHTGBM, ObjectiveType.QUANTILE, seed=3, version=SOURCE_VERSION
+    )
 
 
 @pytest.fixture
@@ -69,7 +70,8 @@ def test_pack_and_import_round_trip(source: tuple[Path, Manifest], serving: Path
     imported = bundle_dir_for(serving, SOURCE_VERSION)
     assert sorted(p.name for p in imported.iterdir()) == [MANIFEST, "tpot.txt", "ttft.txt"]
     assert sorted(p.name for p in (serving / VERSIONS_DIR).iterdir()) == [
-        TARGET_VERSION, SOURCE_VERSION
+        TARGET_VERSION,
+        SOURCE_VERSION,
     ]
     original, copy = load_current_bundle(src), load_current_bundle(serving)
     assert original is not None and copy is not None
@@ -205,7 +207,8 @@ def test_legacy_files_are_listed_checksummed_and_travel(tmp_path: Path, serving:
     manifest = legacy_bundle(src)
     folder = bundle_dir_for(src, manifest.version)
     assert read_manifest(folder).legacy_files == {
-        name: hashlib.sha256(data).hexdigest() for name, data in LEGACY.items()}
+        name: hashlib.sha256(data).hexdigest() for name, data in LEGACY.items()
+    }
     assert {name: (folder / name).read_bytes() for name in LEGACY} == LEGACY
 
     members = bundle_members(src, manifest.version)
@@ -213,8 +216,10 @@ def test_legacy_files_are_listed_checksummed_and_travel(tmp_path: Path, serving:
     imported = bundle_dir_for(serving, manifest.version)
     assert {name: (imported / name).read_bytes() for name in LEGACY} == LEGACY
 
-    for broken in ({**members, "ttft.joblib": b"swapped"},
-                   {k: v for k, v in members.items() if k != "tpot.joblib"}):
+    for broken in (
+        {**members, "ttft.joblib": b"swapped"},
+        {k: v for k, v in members.items() if k != "tpot.joblib"},
+    ):
         other = tmp_path / f"other-{len(broken)}"
         other.mkdir()
         with pytest.raises(BundleError, match=r"(checksum mismatch for|missing legacy file)"):

@@ -35,15 +35,14 @@ def test_trees_may_start_lower_but_a_model_without_trees_is_the_quantile() -> No
 
 
 @pytest.mark.parametrize("model_type", list(ModelType))
-def test_a_model_without_trees_answers_the_quantile_of_its_labels(
-    model_type: ModelType
-) -> None:
+def test_a_model_without_trees_answers_the_quantile_of_its_labels(model_type: ModelType) -> None:
     y = np.random.default_rng(2).lognormal(0.0, 1.0, 300)
     x = np.random.default_rng(3).uniform(0, 1, (300, 2))
     params = FitParams(ObjectiveType.QUANTILE, 0.9, n_estimators=0, start_quantile=0.5)
     model = BACKENDS[model_type].fit(x, y, params, NAMES)
-    np.testing.assert_allclose(BACKENDS[model_type].predict(model, x[:5]), np.quantile(y, 0.9),
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        BACKENDS[model_type].predict(model, x[:5]), np.quantile(y, 0.9), rtol=1e-5
+    )
 
 
 def test_constant_labels_keep_a_finite_step() -> None:

@@ -24,14 +24,25 @@ from shared.targets import TARGETS, Target
 ROWS = TypeAdapter(list[PredictionRequest])
 
 ROW_A = {
-    "kv_cache_percentage": 0.25, "input_token_length": 1000, "num_request_waiting": 2,
-    "num_request_running": 3, "num_tokens_generated": 7, "prefix_cache_score": 0.5,
-    "pod_type": "prefill", "prefill_tokens_in_flight": 100, "decode_tokens_in_flight": 9,
-    "encoder_matched_size": 4, "encoder_input_size": 8,
+    "kv_cache_percentage": 0.25,
+    "input_token_length": 1000,
+    "num_request_waiting": 2,
+    "num_request_running": 3,
+    "num_tokens_generated": 7,
+    "prefix_cache_score": 0.5,
+    "pod_type": "prefill",
+    "prefill_tokens_in_flight": 100,
+    "decode_tokens_in_flight": 9,
+    "encoder_matched_size": 4,
+    "encoder_input_size": 8,
 }
 ROW_B = {
-    "kv_cache_percentage": 1.0, "input_token_length": 10, "num_request_waiting": 0,
-    "num_request_running": 0, "num_tokens_generated": 0, "prefix_cache_score": 1.0,
+    "kv_cache_percentage": 1.0,
+    "input_token_length": 10,
+    "num_request_waiting": 0,
+    "num_request_running": 0,
+    "num_tokens_generated": 0,
+    "prefix_cache_score": 1.0,
     "pod_type": "decode",
 }
 # Hand-computed: is_queued, effective_input_tokens = (1 - prefix) * len,
@@ -84,8 +95,17 @@ def test_build_matrix_matches_hand_computed_values() -> None:
 
 @pytest.mark.parametrize(
     ("prefix", "bucket"),
-    [(0.0, 0), (0.24, 0), (0.25, 1), (0.49, 1), (0.5, 2), (0.74, 2), (0.75, 3), (0.99, 3),
-     (1.0, 3)],
+    [
+        (0.0, 0),
+        (0.24, 0),
+        (0.25, 1),
+        (0.49, 1),
+        (0.5, 2),
+        (0.74, 2),
+        (0.75, 3),
+        (0.99, 3),
+        (1.0, 3),
+    ],
 )
 def test_prefill_score_bucket(prefix: float, bucket: int) -> None:
     columns = columns_from_dicts([prediction_row(prefix_cache_score=prefix)])
@@ -94,8 +114,15 @@ def test_prefill_score_bucket(prefix: float, bucket: int) -> None:
 
 @pytest.mark.parametrize(
     ("pod_type", "code"),
-    [("prefill", 1.0), ("decode", 2.0), ("", 0.0), (None, 0.0), ("both", 0.0),
-     ("prefill-decode", 0.0), ("weird", 0.0)],
+    [
+        ("prefill", 1.0),
+        ("decode", 2.0),
+        ("", 0.0),
+        (None, 0.0),
+        ("both", 0.0),
+        ("prefill-decode", 0.0),
+        ("weird", 0.0),
+    ],
 )
 def test_pod_type_code(pod_type: str | None, code: float) -> None:
     assert pod_type_code(pod_type) == code
@@ -105,14 +132,30 @@ def test_pod_type_code(pod_type: str | None, code: float) -> None:
 
 def test_feature_names_cover_the_spec_and_honour_switches() -> None:
     ttft, tpot = feature_names(Target.TTFT), feature_names(Target.TPOT)
-    for name in ("is_queued", "kv_cache_percentage", "input_token_length", "num_request_waiting",
-                 "num_request_running", "prefill_tokens_in_flight", "encoder_matched_size",
-                 "encoder_input_size", "prefix_cache_score", "effective_input_tokens",
-                 "prefill_score_bucket", "pod_type_code"):
+    for name in (
+        "is_queued",
+        "kv_cache_percentage",
+        "input_token_length",
+        "num_request_waiting",
+        "num_request_running",
+        "prefill_tokens_in_flight",
+        "encoder_matched_size",
+        "encoder_input_size",
+        "prefix_cache_score",
+        "effective_input_tokens",
+        "prefill_score_bucket",
+        "pod_type_code",
+    ):
         assert name in ttft
-    for name in ("is_queued", "kv_cache_percentage", "input_token_length",
-                 "num_request_waiting", "num_request_running", "prefill_tokens_in_flight",
-                 "pod_type_code"):
+    for name in (
+        "is_queued",
+        "kv_cache_percentage",
+        "input_token_length",
+        "num_request_waiting",
+        "num_request_running",
+        "prefill_tokens_in_flight",
+        "pod_type_code",
+    ):
         assert name in tpot
     assert all(name in FEATURES for name in (*ttft, *tpot))
     assert len(set(ttft)) == len(ttft) and len(set(tpot)) == len(tpot)
@@ -151,8 +194,12 @@ def test_fast_decoder_fills_optional_defaults_like_pydantic() -> None:
 
 @pytest.mark.parametrize(
     ("field", "lax", "value"),
-    [("input_token_length", "5", 5.0), ("num_request_running", 5.0, 5.0),
-     ("kv_cache_percentage", "0.5", 0.5), ("prefill_tokens_in_flight", "12", 12.0)],
+    [
+        ("input_token_length", "5", 5.0),
+        ("num_request_running", 5.0, 5.0),
+        ("kv_cache_percentage", "0.5", 0.5),
+        ("prefill_tokens_in_flight", "12", 12.0),
+    ],
 )
 def test_lax_valid_values_decode_like_pydantic(field: str, lax: Any, value: float) -> None:
     rows = prediction_rows(4, seed=3)
@@ -166,6 +213,7 @@ def _drop(field: str) -> Any:
     def mutate(row: dict[str, Any]) -> dict[str, Any]:
         del row[field]
         return row
+
     return mutate
 
 
@@ -201,8 +249,12 @@ def test_bad_rows_raise_validation_error_at_index_and_field(mutate: Any, field: 
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("input_token_length", "1e3"), ("num_request_running", "\u0661\u0662"),
-     ("kv_cache_percentage", "nan"), ("num_request_waiting", "inf")],
+    [
+        ("input_token_length", "1e3"),
+        ("num_request_running", "\u0661\u0662"),
+        ("kv_cache_percentage", "nan"),
+        ("num_request_waiting", "inf"),
+    ],
 )
 def test_fast_decoder_is_no_laxer_than_pydantic(field: str, value: str) -> None:
     """Regression: the fast path once parsed "1e3" (and non-ASCII digits) as counts."""

@@ -45,14 +45,20 @@ def test_the_check_sees_an_offender(tmp_path: Path) -> None:
 
 
 def test_no_benchmark_imports_a_test_module() -> None:
-    offenders = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "benchmarks").glob("*.py"))
-                 if "tests" in top_level(imported_modules(p))]
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in sorted((ROOT / "benchmarks").glob("*.py"))
+        if "tests" in top_level(imported_modules(p))
+    ]
     assert offenders == []
 
 
 def test_importing_a_small_module_loads_no_heavy_library() -> None:
-    probe = ("import sys, shared.targets; "
-             "print(sorted(m for m in ('numpy', 'msgspec', 'pydantic') if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          check=True, cwd=ROOT)
+    probe = (
+        "import sys, shared.targets; "
+        "print(sorted(m for m in ('numpy', 'msgspec', 'pydantic') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    )
     assert done.stdout.strip() == "[]"

@@ -51,7 +51,9 @@ def test_a_server_with_half_a_tls_pair_exits_with_one_clear_line(tmp_path: Path)
     done = subprocess.run(
         [sys.executable, "-m", "prediction_server", "--port", "1"],
         env={"LATENCY_TLS_CERT_FILE": str(tmp_path / "c.pem"), "PATH": "/usr/bin:/bin"},
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 1
     assert "invalid settings" in done.stderr and "LATENCY_TLS_KEY_FILE" in done.stderr
@@ -60,7 +62,12 @@ def test_a_server_with_half_a_tls_pair_exits_with_one_clear_line(tmp_path: Path)
 
 def test_env_names_lists_what_each_server_reads() -> None:
     names = env_names(PredictionSettings)
-    assert {"LATENCY_MODEL_DIR", "LATENCY_WORKERS", "TRAINING_SERVER_URL", "PREDICT_PORT",
-            "MODEL_SYNC_INTERVAL_SEC"} <= names
+    assert {
+        "LATENCY_MODEL_DIR",
+        "LATENCY_WORKERS",
+        "TRAINING_SERVER_URL",
+        "PREDICT_PORT",
+        "MODEL_SYNC_INTERVAL_SEC",
+    } <= names
     assert "LATENCY_DB_URL" not in names and "LATENCY_PORT" not in names
     assert "LATENCY_DB_URL" in env_names(TrainingSettings)

@@ -41,36 +41,57 @@ def test_valid_bodies_decode_like_pydantic(seed: int) -> None:
     assert_same_columns(got, pydantic_columns(rows))
 
 
-@pytest.mark.parametrize("rows", [
-    [ROW_A, ROW_B],
-    [ROW_B, {**ROW_B, "pod_type": None}, {**ROW_B, "pod_type": " Decode "}],
-    [{**ROW_A, "pod_type": "prefill"}] * 3,  # one distinct label for the whole call
-    [{**ROW_A, "input_token_length": COUNT_MAX, "unknown_field": [1, {"x": 2}]}],
-], ids=["two", "defaults-and-null-pod", "one-label", "extremes"])
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [ROW_A, ROW_B],
+        [ROW_B, {**ROW_B, "pod_type": None}, {**ROW_B, "pod_type": " Decode "}],
+        [{**ROW_A, "pod_type": "prefill"}] * 3,  # one distinct label for the whole call
+        [{**ROW_A, "input_token_length": COUNT_MAX, "unknown_field": [1, {"x": 2}]}],
+    ],
+    ids=["two", "defaults-and-null-pod", "one-label", "extremes"],
+)
 def test_edge_bodies_decode_like_pydantic(rows: list[dict[str, Any]]) -> None:
     got = decode_strict_body(body(rows))
     assert got is not None
     assert_same_columns(got, pydantic_columns(rows))
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("input_token_length", "5"), ("num_request_running", 5.0),
-    ("kv_cache_percentage", "0.5"),  # lax forms pydantic accepts: it, not msgspec, decides
-    ("num_request_waiting", True), ("kv_cache_percentage", 1.5), ("prefix_cache_score", -0.1),
-    ("input_token_length", -1), ("input_token_length", COUNT_MAX + 1),
-    ("num_request_running", None), ("pod_type", 7),
-    ("encoder_input_size", "abc"),
-])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("input_token_length", "5"),
+        ("num_request_running", 5.0),
+        ("kv_cache_percentage", "0.5"),  # lax forms pydantic accepts: it, not msgspec, decides
+        ("num_request_waiting", True),
+        ("kv_cache_percentage", 1.5),
+        ("prefix_cache_score", -0.1),
+        ("input_token_length", -1),
+        ("input_token_length", COUNT_MAX + 1),
+        ("num_request_running", None),
+        ("pod_type", 7),
+        ("encoder_input_size", "abc"),
+    ],
+)
 def test_anything_not_plainly_valid_is_declined(field: str, value: Any) -> None:
     rows = prediction_rows(3, seed=7)
     rows[1][field] = value
     assert decode_strict_body(body(rows)) is None
 
 
-@pytest.mark.parametrize("raw", [
-    b"", b"not json", b"[]", b'{"requests": []}', b'{"requests": {}}', b'{"rows": []}',
-    b'{"requests": [1, 2]}', b'{"requests": [{"kv_cache_percentage": 0.5}]}',
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"not json",
+        b"[]",
+        b'{"requests": []}',
+        b'{"requests": {}}',
+        b'{"rows": []}',
+        b'{"requests": [1, 2]}',
+        b'{"requests": [{"kv_cache_percentage": 0.5}]}',
+    ],
+)
 def test_bad_envelopes_are_declined(raw: bytes) -> None:
     assert decode_strict_body(raw) is None
 
@@ -79,8 +100,10 @@ def test_bad_envelopes_are_declined(raw: bytes) -> None:
 def test_response_bytes_equal_encoding_the_payloads(rows: int) -> None:
     bundle = prior_bundle(ModelType.XGBOOST, ObjectiveType.QUANTILE, 0.9)
     rng = np.random.default_rng(rows)
-    predictions = {Target.TTFT: rng.uniform(0, 5e4, rows) * rng.integers(0, 2, rows),
-                   Target.TPOT: rng.lognormal(3, 1, rows)}
+    predictions = {
+        Target.TTFT: rng.uniform(0, 5e4, rows) * rng.integers(0, 2, rows),
+        Target.TPOT: rng.lognormal(3, 1, rows),
+    }
     want = orjson.dumps(prediction_payloads(bundle, predictions))
     got = predictions_json(bundle, predictions)
     # predicted_at is read from the clock in each: compare it apart

@@ -16,11 +16,14 @@ MS = np.array([50.0, 200.0, 1000.0])
 
 def test_labels_by_hand() -> None:
     np.testing.assert_allclose(to_label(TargetSpace.MS, COLUMNS, MS), MS)
-    np.testing.assert_allclose(to_label(TargetSpace.LOG_MS, COLUMNS, MS),
-                               [math.log(50), math.log(200), math.log(1000)])
+    np.testing.assert_allclose(
+        to_label(TargetSpace.LOG_MS, COLUMNS, MS), [math.log(50), math.log(200), math.log(1000)]
+    )
     # ms per queued request: 50 / 1, 200 / 2, 1000 / 10
-    np.testing.assert_allclose(to_label(TargetSpace.LOG_MS_PER_QUEUED, COLUMNS, MS),
-                               [math.log(50), math.log(100), math.log(100)])
+    np.testing.assert_allclose(
+        to_label(TargetSpace.LOG_MS_PER_QUEUED, COLUMNS, MS),
+        [math.log(50), math.log(100), math.log(100)],
+    )
 
 
 @pytest.mark.parametrize("space", list(TargetSpace))
@@ -31,8 +34,9 @@ def test_to_ms_inverts_to_label(space: TargetSpace) -> None:
 def test_a_constant_output_grows_with_the_queue() -> None:
     """What lets TTFT keep up with a queue longer than any seen: one leaf value, 10x queue."""
     output = np.full(3, math.log(100.0))
-    np.testing.assert_allclose(to_ms(TargetSpace.LOG_MS_PER_QUEUED, COLUMNS, output),
-                               [100.0, 200.0, 1000.0])
+    np.testing.assert_allclose(
+        to_ms(TargetSpace.LOG_MS_PER_QUEUED, COLUMNS, output), [100.0, 200.0, 1000.0]
+    )
 
 
 def test_a_zero_actual_never_becomes_minus_infinity() -> None:

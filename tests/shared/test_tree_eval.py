@@ -31,17 +31,22 @@ def data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return x, np.log1p(3 * x[:, 0] + x[:, 1] ** 1.5 + rng.normal(0, 5, n) ** 2)
 
 
-@pytest.mark.parametrize("shape", [(100, 4), (0, 4), (200, 6), (7, 2)],
-                         ids=["shipped", "no-trees", "legacy-deep", "shallow"])
+@pytest.mark.parametrize(
+    "shape",
+    [(100, 4), (0, 4), (200, 6), (7, 2)],
+    ids=["shipped", "no-trees", "legacy-deep", "shallow"],
+)
 @pytest.mark.parametrize("objective", list(ObjectiveType))
 @pytest.mark.parametrize("model_type", list(ModelType))
-def test_compiled_equals_the_library(model_type: ModelType, objective: ObjectiveType,
-                                     shape: tuple[int, int], tmp_path: Path) -> None:
+def test_compiled_equals_the_library(
+    model_type: ModelType, objective: ObjectiveType, shape: tuple[int, int], tmp_path: Path
+) -> None:
     backend = BACKENDS[model_type]
     x, y = data(3000, seed=1)
     trees, depth = shape
-    params = FitParams(objective, 0.9, n_estimators=trees, max_depth=depth,
-                       monotone=(1, 0, 0, 0, 0, 0))
+    params = FitParams(
+        objective, 0.9, n_estimators=trees, max_depth=depth, monotone=(1, 0, 0, 0, 0, 0)
+    )
     path = tmp_path / f"model{backend.file_suffix}"
     backend.save(backend.fit(x, y, params, NAMES), path)
     model = backend.load(path)  # the served copy, as read from the bundle
@@ -65,8 +70,12 @@ def test_the_c_walk_refuses_shapes_its_buffers_do_not_hold(tmp_path: Path) -> No
     backend = BACKENDS[ModelType.XGBOOST]
     x, y = data(500, seed=4)
     path = tmp_path / "model.json"
-    backend.save(backend.fit(x, y, FitParams(ObjectiveType.QUANTILE, 0.9, n_estimators=5,
-                                             max_depth=3), NAMES), path)
+    backend.save(
+        backend.fit(
+            x, y, FitParams(ObjectiveType.QUANTILE, 0.9, n_estimators=5, max_depth=3), NAMES
+        ),
+        path,
+    )
     compiled = compiled_or_none(backend.compile, backend.load(path), len(NAMES), backend.predict)
     assert compiled is not None
     with pytest.raises(ValueError, match="column outside the matrix"):
@@ -75,16 +84,16 @@ def test_the_c_walk_refuses_shapes_its_buffers_do_not_hold(tmp_path: Path) -> No
 
 def test_a_model_with_an_output_transform_keeps_the_library() -> None:
     x, y = data(500, seed=3)
-    model = xgb.train({"objective": "reg:logistic", "max_depth": 3}, xgb.DMatrix(x, label=y > 4),
-                      5)
+    model = xgb.train({"objective": "reg:logistic", "max_depth": 3}, xgb.DMatrix(x, label=y > 4), 5)
     backend = BACKENDS[ModelType.XGBOOST]
     assert compiled_or_none(backend.compile, model, len(NAMES), backend.predict) is None
 
 
 @pytest.mark.parametrize("model_type", list(ModelType))
 @pytest.mark.parametrize("rows", [1, NUMPY_WALK_MAX_ROWS, 3 * NUMPY_WALK_MAX_ROWS])
-def test_bundle_serves_what_the_library_predicts(model_type: ModelType, rows: int,
-                                                 model_dir: Path) -> None:
+def test_bundle_serves_what_the_library_predicts(
+    model_type: ModelType, rows: int, model_dir: Path
+) -> None:
     manifest = publish_trained_bundle(model_dir, model_type, seed=5)
     bundle = load_current_bundle(model_dir)
     assert bundle is not None and set(bundle.compiled) == set(TARGETS)
@@ -92,7 +101,8 @@ def test_bundle_serves_what_the_library_predicts(model_type: ModelType, rows: in
     served = bundle.predict(columns)
     for target in TARGETS:
         entry = manifest.targets[target]
-        library = BACKENDS[model_type].predict(bundle.models[target],
-                                               build_matrix(columns, entry.features))
+        library = BACKENDS[model_type].predict(
+            bundle.models[target], build_matrix(columns, entry.features)
+        )
         want = to_ms(entry.space, columns, library) * bundle.scales[target]
         np.testing.assert_allclose(served[target], want, rtol=1e-4)

@@ -14,23 +14,37 @@ from tests.training_server.conftest import OpenClient
 
 TOKEN = "s3cret-token"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
-ADMIN = [("post", "/flush", {"json": {}}), ("post", "/retrain", {}),
-         ("get", "/model/export", {}), ("post", "/model/import", {"content": b"x"})]
-EPP = [("post", "/add_training_data_bulk", {"json": {"entries": synthetic_rows(3)}}),
-       ("get", "/data/status", {}), ("get", "/metrics", {}), ("get", "/model/download/info", {}),
-       ("get", "/models/list", {}), ("get", "/", {}),
-       ("post", "/predict", {"json": {k: v for k, v in synthetic_rows(1)[0].items()
-                                      if not k.startswith("actual_")}})]
+ADMIN = [
+    ("post", "/flush", {"json": {}}),
+    ("post", "/retrain", {}),
+    ("get", "/model/export", {}),
+    ("post", "/model/import", {"content": b"x"}),
+]
+EPP = [
+    ("post", "/add_training_data_bulk", {"json": {"entries": synthetic_rows(3)}}),
+    ("get", "/data/status", {}),
+    ("get", "/metrics", {}),
+    ("get", "/model/download/info", {}),
+    ("get", "/models/list", {}),
+    ("get", "/", {}),
+    (
+        "post",
+        "/predict",
+        {"json": {k: v for k, v in synthetic_rows(1)[0].items() if not k.startswith("actual_")}},
+    ),
+]
 
 
-def call(client: TestClient, method: str, path: str, headers: dict[str, str] | None = None,
-         **kwargs: Any) -> int:
+def call(
+    client: TestClient, method: str, path: str, headers: dict[str, str] | None = None, **kwargs: Any
+) -> int:
     return client.request(method.upper(), path, headers=headers, **kwargs).status_code
 
 
 @pytest.mark.parametrize(("method", "path", "kwargs"), ADMIN)
-def test_admin_routes_need_the_token(open_client: OpenClient, method: str, path: str,
-                                     kwargs: dict[str, Any]) -> None:
+def test_admin_routes_need_the_token(
+    open_client: OpenClient, method: str, path: str, kwargs: dict[str, Any]
+) -> None:
     client = open_client(api_token=TOKEN)
     refused = client.request(method.upper(), path, **kwargs)
     assert refused.status_code == 401
@@ -42,8 +56,9 @@ def test_admin_routes_need_the_token(open_client: OpenClient, method: str, path:
 
 
 @pytest.mark.parametrize(("method", "path", "kwargs"), EPP)
-def test_epp_routes_stay_open_unless_locked(open_client: OpenClient, method: str, path: str,
-                                            kwargs: dict[str, Any]) -> None:
+def test_epp_routes_stay_open_unless_locked(
+    open_client: OpenClient, method: str, path: str, kwargs: dict[str, Any]
+) -> None:
     open_one = open_client(api_token=TOKEN, name="open")
     assert call(open_one, method, path, **kwargs) < 400
     locked = open_client(api_token=TOKEN, protect_epp_routes=True, name="locked")
@@ -68,8 +83,9 @@ def test_without_a_token_everything_is_open(client: TestClient) -> None:
     assert client.post("/flush", json={}).status_code == 200
 
 
-def test_a_token_file_is_reread_when_the_secret_rotates(open_client: OpenClient,
-                                                        tmp_path: Path) -> None:
+def test_a_token_file_is_reread_when_the_secret_rotates(
+    open_client: OpenClient, tmp_path: Path
+) -> None:
     secret = tmp_path / "token"
     secret.write_text(TOKEN + "\n")  # as mounted from a Secret: trailing newline
     client = open_client(api_token_file=secret)

@@ -41,7 +41,10 @@ def test_what_the_page_fetches_exists_on_an_empty_trainer(client: TestClient) ->
         assert response.status_code == 200, path
     assert client.get("/retrains?limit=200").json()["retrains"] == []
     assert client.get("/prediction_servers").json() == {
-        "current_version": None, "current_version_created_at": None, "servers": []}
+        "current_version": None,
+        "current_version_created_at": None,
+        "servers": [],
+    }
 
 
 def test_every_chart_exposes_its_point_count(client: TestClient) -> None:

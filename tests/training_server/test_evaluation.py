@@ -75,8 +75,13 @@ def test_evaluate_returns_plain_floats() -> None:
 
 def test_evaluate_perfect_prediction() -> None:
     metrics = evaluate(Y, Y.copy(), 0.9)
-    assert metrics == {"mae": 0.0, "rmse": 0.0, "pinball_loss": 0.0, "coverage": 1.0,
-                       "violation_rate": 0.0}
+    assert metrics == {
+        "mae": 0.0,
+        "rmse": 0.0,
+        "pinball_loss": 0.0,
+        "coverage": 1.0,
+        "violation_rate": 0.0,
+    }
 
 
 def test_evaluate_empty_input_gives_none_metrics() -> None:

@@ -13,8 +13,11 @@ from training_server.metrics import TrainingMetrics
 
 def samples(client: TestClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     text = client.get("/metrics").text
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def value(client: TestClient, name: str, **labels: str) -> float:
@@ -45,11 +48,19 @@ def test_store_size_follows_the_store(client: TestClient) -> None:
     status = client.get("/data/status").json()
     for split, key in (("train", "training_data"), ("test", "test_data")):
         for target in ("ttft", "tpot"):
-            assert value(client, "latency_store_samples", split=split, target=target) == \
-                status[key][f"{target}_samples"]
+            assert (
+                value(client, "latency_store_samples", split=split, target=target)
+                == status[key][f"{target}_samples"]
+            )
     assert status["training_data"]["total_samples"] + status["test_data"]["total_samples"] == 50
-    assert sum(value(client, "latency_store_samples", split=s, target=t)
-               for s in ("train", "test") for t in ("ttft", "tpot")) >= 50  # each row: 1-2
+    assert (
+        sum(
+            value(client, "latency_store_samples", split=s, target=t)
+            for s in ("train", "test")
+            for t in ("ttft", "tpot")
+        )
+        >= 50
+    )  # each row: 1-2
 
 
 def test_a_retrain_sets_its_metrics_per_target(client: TestClient) -> None:
@@ -57,6 +68,8 @@ def test_a_retrain_sets_its_metrics_per_target(client: TestClient) -> None:
     latest = client.get("/retrains").json()["retrains"][0]
     for target in ("ttft", "tpot"):
         for metric in ("mae", "rmse", "pinball_loss", "coverage"):
-            assert value(client, "latency_retrain_metric", target=target, metric=metric) == \
-                latest[f"{target}_{metric}"]
+            assert (
+                value(client, "latency_retrain_metric", target=target, metric=metric)
+                == latest[f"{target}_{metric}"]
+            )
     assert value(client, "latency_retrains_total", status="ok") == 1.0

@@ -45,8 +45,14 @@ def test_ttft_is_non_decreasing(
     names = feature_names(Target.TTFT)
     columns = columns_from_dicts(rows)
     y = np.array([r["actual_ttft_ms"] for r in rows])
-    params = FitParams(objective, 0.9, n_estimators=60, max_depth=5, start_quantile=0.5,
-                       monotone=monotone_constraints(Target.TTFT, names, per_queued=True))
+    params = FitParams(
+        objective,
+        0.9,
+        n_estimators=60,
+        max_depth=5,
+        start_quantile=0.5,
+        monotone=monotone_constraints(Target.TTFT, names, per_queued=True),
+    )
     backend = BACKENDS[model_type]
     fit = fitted(backend, params, names, columns, y)
     rng = np.random.default_rng(0)
@@ -62,8 +68,9 @@ def test_ttft_is_non_decreasing(
         assert np.all(np.diff(predicted) >= -1e-6 * np.abs(predicted[:-1])), (base, predicted)
 
 
-def fitted(backend: Any, params: FitParams, names: tuple[str, ...], columns: Columns,
-           y: np.ndarray) -> TargetFit:
+def fitted(
+    backend: Any, params: FitParams, names: tuple[str, ...], columns: Columns, y: np.ndarray
+) -> TargetFit:
     space = space_for(Target.TTFT)
     model = fit_model(backend, params, names, columns, y, space)
     return TargetFit(model, names, len(y), 0, space=space)
@@ -76,15 +83,19 @@ def test_past_the_longest_queue_seen_ttft_grows_with_the_queue(model_type: Model
     columns = columns_from_dicts(rows)
     y = np.array([r["actual_ttft_ms"] for r in rows])
     longest = int(columns["num_request_waiting"].max())
-    params = FitParams(ObjectiveType.QUANTILE, 0.9, n_estimators=60, max_depth=5,
-                       monotone=monotone_constraints(Target.TTFT, names, per_queued=True))
+    params = FitParams(
+        ObjectiveType.QUANTILE,
+        0.9,
+        n_estimators=60,
+        max_depth=5,
+        monotone=monotone_constraints(Target.TTFT, names, per_queued=True),
+    )
     backend = BACKENDS[model_type]
     fit = fitted(backend, params, names, columns, y)
     queues = np.arange(longest, longest + 200, 7)
     sweep = [prediction_row(num_request_waiting=int(w), input_token_length=800) for w in queues]
     predicted = served_ms(backend, fit, columns_from_dicts(sweep))
-    np.testing.assert_allclose(predicted / (1 + queues), predicted[0] / (1 + queues[0]),
-                               rtol=1e-5)
+    np.testing.assert_allclose(predicted / (1 + queues), predicted[0] / (1 + queues[0]), rtol=1e-5)
 
 
 def test_constraints_name_only_ttft_physics() -> None:
@@ -94,11 +105,19 @@ def test_constraints_name_only_ttft_physics() -> None:
         flags = monotone_constraints(Target.TTFT, names, per_queued=per_queued)
         return {n for n, c in zip(names, flags, strict=True) if c}
 
-    assert constrained(False) == {"is_queued", "input_token_length", "num_request_waiting",
-                                  "prefill_tokens_in_flight", "effective_input_tokens"}
+    assert constrained(False) == {
+        "is_queued",
+        "input_token_length",
+        "num_request_waiting",
+        "prefill_tokens_in_flight",
+        "effective_input_tokens",
+    }
     # Per queued request, the (1 + waiting) factor carries the queue; the trees leave it free.
-    assert constrained(True) == {"input_token_length", "prefill_tokens_in_flight",
-                                 "effective_input_tokens"}
+    assert constrained(True) == {
+        "input_token_length",
+        "prefill_tokens_in_flight",
+        "effective_input_tokens",
+    }
     assert not any(monotone_constraints(Target.TPOT, feature_names(Target.TPOT)))
 
 

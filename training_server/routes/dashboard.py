@@ -28,10 +28,17 @@ def dashboard_html() -> str:
     return files("training_server").joinpath("dashboard.html").read_text(encoding="utf-8")
 
 
-@router.get("/dashboard", response_class=HTMLResponse, include_in_schema=False,
-            dependencies=require(Access.DASHBOARD))
+@router.get(
+    "/dashboard",
+    response_class=HTMLResponse,
+    include_in_schema=False,
+    dependencies=require(Access.DASHBOARD),
+)
 async def dashboard() -> HTMLResponse:
-    return HTMLResponse(dashboard_html(), headers={
-        "Content-Security-Policy": CONTENT_SECURITY_POLICY,
-        "Cache-Control": "no-cache",  # a new release's page, not yesterday's
-    })
+    return HTMLResponse(
+        dashboard_html(),
+        headers={
+            "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+            "Cache-Control": "no-cache",  # a new release's page, not yesterday's
+        },
+    )

@@ -33,8 +33,9 @@ from training_server.routes.ops import store_counts
 router = APIRouter()
 
 
-def _model_of(bundle: LoadedBundle | None, target: Target,
-              model_type: ModelType) -> tuple[LoadedBundle, Any]:
+def _model_of(
+    bundle: LoadedBundle | None, target: Target, model_type: ModelType
+) -> tuple[LoadedBundle, Any]:
     if bundle is None or bundle.model_type is not model_type or not bundle.has_model(target):
         raise HTTPException(404, f"no {model_type.value} {target.value} model is published")
     return bundle, bundle.models[target]
@@ -44,8 +45,9 @@ def _file_of(bundle: LoadedBundle | None, settings: TrainingSettings, name: str)
     try:
         return model_file(bundle, settings, name)
     except UnknownModel:
-        raise HTTPException(404, f"unknown model {name!r}; known: {', '.join(MODEL_NAMES)}") \
-            from None
+        raise HTTPException(
+            404, f"unknown model {name!r}; known: {', '.join(MODEL_NAMES)}"
+        ) from None
 
 
 @router.get("/model/download/info", dependencies=require(Access.EPP))
@@ -109,7 +111,8 @@ async def model_download(bundle: PublishedBundle, settings: SettingsDep, name: s
     if path is None or not path.is_file():
         raise HTTPException(404, f"model {name!r} is not published yet")
     return Response(
-        path.read_bytes(), media_type="application/octet-stream",
+        path.read_bytes(),
+        media_type="application/octet-stream",
         headers={"Content-Disposition": f'attachment; filename="{path.name}"'},
     )
 
@@ -137,8 +140,7 @@ async def models_list(bundle: PublishedBundle, settings: SettingsDep) -> dict[st
 
 
 @router.get("/model/export", dependencies=require(Access.ADMIN))
-async def model_export(bundle: PublishedBundle, settings: SettingsDep,
-                       store: StoreDep) -> Response:
+async def model_export(bundle: PublishedBundle, settings: SettingsDep, store: StoreDep) -> Response:
     """The published bundle as a tar.gz with metadata.json; before any bundle, the cold start:
     metadata naming the documented prior (and the prior's legacy files, when on), which
     import refuses as holding no model."""
@@ -162,9 +164,9 @@ async def model_export(bundle: PublishedBundle, settings: SettingsDep,
         folder = bundle_dir_for(settings.model_dir, version)
         data = await run_in_threadpool(pack_bundle, folder, metadata)
     return Response(
-        data, media_type="application/gzip",
-        headers={"Content-Disposition":
-                 f'attachment; filename="model-{version}.tar.gz"'},
+        data,
+        media_type="application/gzip",
+        headers={"Content-Disposition": f'attachment; filename="model-{version}.tar.gz"'},
     )
 
 
@@ -181,4 +183,3 @@ async def model_import(request: Request, settings: SettingsDep, slot: SlotDep) -
         raise HTTPException(422, f"bundle refused: {exc}") from exc
     slot.publish(bundle)
     return {"imported": True, "model_version": version}
-

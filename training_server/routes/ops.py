@@ -38,7 +38,7 @@ async def root(bundle: PublishedBundle) -> dict[str, Any]:
     return {
         "service": "latency-predictor training server",
         "description": "Stores completed-request samples, retrains quantile TTFT/TPOT models "
-                       "and publishes them to the shared model directory.",
+        "and publishes them to the shared model directory.",
         "docs": "/docs",
         "model_version": bundle.version if bundle else None,
     }
@@ -61,8 +61,12 @@ async def readyz(store: StoreDep, bundle: PublishedBundle) -> Any:
     return {"status": "ready", "model_ready": bundle is not None}
 
 
-def _status_payload(bundle: LoadedBundle | None, counts: dict[str, Any],
-                    queue_counts: dict[str, int], retrainer: Retrainer) -> dict[str, Any]:
+def _status_payload(
+    bundle: LoadedBundle | None,
+    counts: dict[str, Any],
+    queue_counts: dict[str, int],
+    retrainer: Retrainer,
+) -> dict[str, Any]:
     state = retrainer.state
     last = state.last_success
     return {
@@ -101,8 +105,9 @@ async def store_counts(store: SampleStore) -> dict[str, Any]:
 
 
 @router.get("/data/status", dependencies=require(Access.EPP))
-async def data_status(store: StoreDep, retrainer: RetrainerDep,
-                      bundle: PublishedBundle) -> dict[str, Any]:
+async def data_status(
+    store: StoreDep, retrainer: RetrainerDep, bundle: PublishedBundle
+) -> dict[str, Any]:
     counts = await store_counts(store)
     try:
         queue_counts = await run_in_threadpool(store.queue_counts)
@@ -160,8 +165,11 @@ def flush_message(flushed: dict[str, int], body: FlushRequest) -> str:
     parts = [
         f"{flushed[f'ttft_{split}_samples_flushed']} TTFT and "
         f"{flushed[f'tpot_{split}_samples_flushed']} TPOT {split} samples"
-        for split, wanted in (("training", body.flush_training_data),
-                              ("test", body.flush_test_data)) if wanted
+        for split, wanted in (
+            ("training", body.flush_training_data),
+            ("test", body.flush_test_data),
+        )
+        if wanted
     ]
     if body.flush_metrics:
         parts.append("all metric scores")
@@ -170,7 +178,10 @@ def flush_message(flushed: dict[str, int], body: FlushRequest) -> str:
 
 @router.get("/metrics", dependencies=require(Access.EPP))
 async def metrics(
-    settings: SettingsDep, store: StoreDep, retrainer: RetrainerDep, m: MetricsDep,
+    settings: SettingsDep,
+    store: StoreDep,
+    retrainer: RetrainerDep,
+    m: MetricsDep,
     bundle: PublishedBundle,
 ) -> Response:
     try:

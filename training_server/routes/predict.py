@@ -19,8 +19,9 @@ router = APIRouter(tags=["predict"], route_class=JSONBodyRoute)
 
 
 @router.post("/predict", response_model=PredictionResponse)
-async def predict(row: PredictionRequest, bundle: ServingBundle,
-                  metrics: PredictMetricsDep) -> Response:
+async def predict(
+    row: PredictionRequest, bundle: ServingBundle, metrics: PredictMetricsDep
+) -> Response:
     started = time.perf_counter()
     body = encode_prediction(bundle, bundle.predict(columns_from_dicts([row.model_dump()])))
     metrics.observe("predict", time.perf_counter() - started, 1)

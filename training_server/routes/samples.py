@@ -37,8 +37,7 @@ def validate_entries(
     return valid, errors
 
 
-@router.post("/add_training_data_bulk", status_code=202,
-             dependencies=require(Access.EPP))
+@router.post("/add_training_data_bulk", status_code=202, dependencies=require(Access.EPP))
 async def add_training_data_bulk(
     payload: BulkTrainingEnvelope, store: StoreDep, settings: SettingsDep, metrics: MetricsDep
 ) -> dict[str, Any]:
@@ -47,11 +46,17 @@ async def add_training_data_bulk(
     started = time.perf_counter()
     if len(payload.entries) > settings.max_rows_per_call:
         metrics.samples_rejected.labels("too_many_rows").inc(len(payload.entries))
-        raise RequestValidationError([{
-            "loc": ["body", "entries"], "type": "too_long", "input": None,
-            "msg": f"at most {settings.max_rows_per_call} entries per call "
-                   f"(got {len(payload.entries)})",
-        }])
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ["body", "entries"],
+                    "type": "too_long",
+                    "input": None,
+                    "msg": f"at most {settings.max_rows_per_call} entries per call "
+                    f"(got {len(payload.entries)})",
+                }
+            ]
+        )
     valid, errors = validate_entries(payload.entries)
     rejected = len(payload.entries) - len(valid)
     if rejected:
