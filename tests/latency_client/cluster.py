@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,17 +104,6 @@ def stored_rows(url: str) -> int:
     """Every row in the store: training plus held-out test rows."""
     status = httpx.get(f"{url}/data/status", timeout=30).json()
     return int(status["training_data"]["total_samples"] + status["test_data"]["total_samples"])
-
-
-def wait_until(probe: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        time.sleep(0.1)
 
 
 def row(i: int, **overrides: Any) -> dict[str, Any]:
