@@ -63,17 +63,29 @@ def ingest(url: str, rows: list[dict[str, Any]]) -> int:
 
 
 def wait_for_new_version(
-    trainer: ServerProcess, predictors: list[ServerProcess], old: str | None, timeout: float = 60.0
+    trainer: ServerProcess,
+    predictors: list[ServerProcess],
+    old: str | None,
+    stored: int,
+    timeout: float = 60.0,
 ) -> str:
-    """Wait until the trainer publishes a version other than `old` and both predictors serve it."""
+    """Wait until the trainer publishes a version other than `old`, trained on all `stored`
+    rows, and both predictors serve it.
+
+    Early retrains fire while a bulk ingest is still arriving, so a version fitted on part of
+    the rows is followed by another one: only the one that saw every row is the last.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        version: str | None = httpx.get(f"{trainer.url}/data/status").json()["model_version"]
+        status = httpx.get(f"{trainer.url}/data/status").json()
+        version: str | None = status["model_version"]
+        detail = status["last_retrain_detail"] or {}
+        seen = detail.get("max_sample_id") or 0  # ids run 1..n in the fresh store
         served = {httpx.get(f"{p.url}/status").json()["model_version"] for p in predictors}
-        if version not in (None, old) and served == {version}:
+        if version not in (None, old) and seen >= stored and served == {version}:
             return version
         time.sleep(0.2)
-    raise AssertionError(f"no new version served by both predictors within {timeout}s")
+    raise AssertionError(f"no version trained on {stored} rows served by both within {timeout}s")
 
 
 def strict(server: ServerProcess, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -91,7 +103,7 @@ def test_ingest_retrain_and_hot_swap_on_both_predictors(
     assert cold["model_version"] == "cold-start-prior"
 
     assert ingest(trainer.url, synthetic_rows(1000, seed=1)) == 1000
-    first = wait_for_new_version(trainer, predictors, None)
+    first = wait_for_new_version(trainer, predictors, None, stored=1000)
     answers = [strict(p, [SHORT, LONG]) for p in predictors]
     for answer in answers:
         assert answer["model_version"] == first
@@ -100,7 +112,7 @@ def test_ingest_retrain_and_hot_swap_on_both_predictors(
     assert answers[0]["predictions"][0]["ttft_ms"] == answers[1]["predictions"][0]["ttft_ms"]
 
     ingest(trainer.url, synthetic_rows(400, seed=2))
-    second = wait_for_new_version(trainer, predictors, first)
+    second = wait_for_new_version(trainer, predictors, first, stored=1400)
     assert second > first
     assert all(strict(p, [SHORT])["model_version"] == second for p in predictors)
 
