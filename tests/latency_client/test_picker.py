@@ -113,6 +113,40 @@ def test_tpot_does_not_apply_to_prefill_pods_or_non_streaming_requests() -> None
     assert prefill.positive
 
 
+@pytest.mark.parametrize(
+    "request_info",
+    [SLO, RequestInfo(100), RequestInfo(100, 1000.0, 50.0, streaming=False)],
+    ids=["slo", "no-slo", "not-streaming"],
+)
+@pytest.mark.parametrize("buffer_factor", [1.0, 1.2])
+def test_candidates_carry_each_pods_headroom(
+    request_info: RequestInfo, buffer_factor: float
+) -> None:
+    # candidates() computes headrooms inline for speed: it must agree with headroom() on
+    # every branch (prefill pod, tighter running SLOs, missing prediction, sign of each).
+    pods = [
+        pod("a"),
+        pod("b", pod_type="prefill"),
+        pod("c", running_tpot_slos_ms=(30.0, 0.0)),
+        pod("d", running_tpot_slos_ms=(80.0,)),
+        pod("e"),
+        pod("f"),
+    ]
+    predictions = [p(400, 20), p(400, 100), p(1200, 20), p(900, 45), None, p(1000, 50)]
+    cands = candidates(request_info, pods, predictions, buffer_factor)
+    assert [c.pod_index for c in cands] == list(range(len(pods)))
+    for c, one_pod, prediction in zip(cands, pods, predictions, strict=True):
+        assert c.pod is one_pod and c.prediction == prediction
+        if prediction is None:
+            assert c.headroom is None and not c.positive
+            continue
+        expected = headroom(request_info, one_pod, prediction, buffer_factor)
+        assert c.headroom == pytest.approx(expected)
+        assert c.positive == expected.positive
+    signs = {c.positive for c in cands[:4]}
+    assert signs == ({True, False} if request_info.has_slo else {False})  # both branches met
+
+
 # 2. Prefix-affinity filter ------------------------------------------------------------
 
 STICKY_PODS = [
