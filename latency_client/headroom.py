@@ -66,8 +66,12 @@ def headroom(
     non-streaming requests or prefill pods: headroom 0, counted as met."""
     ttft = (request.ttft_slo_ms or 0.0) - prediction.ttft_ms
     if not request.streaming or pod.pod_type == "prefill":
-        return Headroom(ttft, 0.0)
-    return Headroom(ttft, buffered_tpot_slo(request, pod, buffer_factor) - prediction.tpot_ms)
+        tpot = 0.0
+    elif pod.running_tpot_slos_ms:
+        tpot = buffered_tpot_slo(request, pod, buffer_factor) - prediction.tpot_ms
+    else:  # the common case, without the running-SLO scan
+        tpot = (request.tpot_slo_ms or 0.0) * buffer_factor - prediction.tpot_ms
+    return tuple.__new__(Headroom, (ttft, tpot))  # called per pod on every pick
 
 
 def candidates(
@@ -82,23 +86,12 @@ def candidates(
         return [Candidate(i, pod, None, None, False) for i, pod in enumerate(pods)]
     if len(predictions) != len(pods):
         raise ValueError(f"{len(predictions)} predictions for {len(pods)} pods")
-    # The sums of headroom(), with the request's terms taken out of the loop and the tuples
-    # built without a Python-level __new__: this runs for every pod of every pick.
-    ttft_slo = request.ttft_slo_ms or 0.0
-    tpot_slo = (request.tpot_slo_ms or 0.0) * buffer_factor
-    make = tuple.__new__
+    make = tuple.__new__  # no Python-level __new__: this runs for every pod of every pick
     out: list[Candidate] = []
     for i, (pod, p) in enumerate(zip(pods, predictions, strict=True)):
         if p is None:
             out.append(make(Candidate, (i, pod, None, None, False)))
-            continue
-        ttft = ttft_slo - p.ttft_ms
-        if not request.streaming or pod.pod_type == "prefill":
-            tpot = 0.0
-        elif pod.running_tpot_slos_ms:
-            tpot = buffered_tpot_slo(request, pod, buffer_factor) - p.tpot_ms
         else:
-            tpot = tpot_slo - p.tpot_ms
-        h = make(Headroom, (ttft, tpot))
-        out.append(make(Candidate, (i, pod, p, h, ttft >= 0 and tpot >= 0)))
+            h = headroom(request, pod, p, buffer_factor)
+            out.append(make(Candidate, (i, pod, p, h, h.ttft_ms >= 0 and h.tpot_ms >= 0)))
     return out
