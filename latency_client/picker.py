@@ -53,9 +53,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class PickerConfig:
-    """llm-d's defaults."""
+    """llm-d's defaults. `strict_affinity_tau` None runs one affinity filter only (the loose
+    one), as llm-d's routing-only profile does."""
 
-    strict_affinity_tau: float = 0.99
+    strict_affinity_tau: float | None = 0.99
     loose_affinity_tau: float = 0.80
     affinity_exploration_probability: float = 0.0
     affinity_max_ttft_penalty_ms: float = 5000.0
@@ -155,13 +156,15 @@ def pick(
     cands = candidates(request, pods, predictions, config.slo_buffer_factor)
     if admission and not admit(request, cands, config.admission_kv_threshold):
         return Pick(None, -1, None, 0.0, "shed")
-    kept = affinity_filter(
-        cands,
-        config.strict_affinity_tau,
-        rng,
-        config.affinity_exploration_probability,
-        config.affinity_max_ttft_penalty_ms,
-    )
+    kept = list(cands)
+    if config.strict_affinity_tau is not None:
+        kept = affinity_filter(
+            kept,
+            config.strict_affinity_tau,
+            rng,
+            config.affinity_exploration_probability,
+            config.affinity_max_ttft_penalty_ms,
+        )
     kept = tier_filter(kept, rng, config.negative_tier_probability)
     kept = affinity_filter(
         kept,

@@ -4,10 +4,13 @@
         [--duration 600] [--policies random,round-robin,least-requests,heuristic,oracle]
         [--seed 0] [--hardware h200|b200] [--json OUT] [--plots DIR] [--speedup 5]
         [--training-url URL --prediction-url URL[,URL...]] [--prediction-servers 1]
-        [--max-model-age 12]
+        [--max-model-age 12] [--no-regret]
 
-Every policy serves the same requests (the workload's seed). Prints a Markdown table;
---json writes every figure, --plots the TTFT CDF and per-pod share PNGs (matplotlib).
+Every policy serves the same requests (the workload's seed). Every pick is judged by its
+decision regret (the chosen pod's look-ahead TTFT minus the least any pod would have
+given, poolsim.regret) unless --no-regret skips those look-aheads. Prints a Markdown table;
+--json writes every figure, --plots the TTFT CDF, per-pod share (overall and per minute)
+and regret-per-minute PNGs (matplotlib).
 Exit 0 on success, 1 when a workload file cannot be used, 2 on a usage error.
 """
 
@@ -23,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from poolsim.hardware import HARDWARE, hardware
-from poolsim.policies import FACTORIES, make_policy
+from poolsim.policies import FACTORIES, check_name, make_policy
 from poolsim.policy_api import PolicyOptions
 from poolsim.replay import ReplayError, load_replay
 from poolsim.request import Request
@@ -54,12 +57,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--policies",
         default=DEFAULT_POLICIES,
-        help=f"comma-separated, of {', '.join(FACTORIES)} ({DEFAULT_POLICIES})",
+        help=f"comma-separated, of {', '.join(FACTORIES)} ({DEFAULT_POLICIES}); llm-d's "
+        "picker with knobs: predicted-latency:least|most:tau=0.99+0.8|0.8|0.6:noslo",
     )
     parser.add_argument("--seed", type=int, default=0, help="workload and policy seed (0)")
     parser.add_argument("--hardware", default="h200", choices=sorted(HARDWARE))
     parser.add_argument("--json", metavar="OUT", help="write every figure as JSON")
-    parser.add_argument("--plots", metavar="DIR", help="write ttft_cdf.png and pod_share.png")
+    parser.add_argument(
+        "--plots",
+        metavar="DIR",
+        help="write ttft_cdf.png, pod_share.png, pod_share_over_time.png and regret_per_minute.png",
+    )
     parser.add_argument(
         "--speedup",
         type=float,
@@ -89,6 +97,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=12.0,
         help="predicted-latency: simulated seconds a model may serve before simulated time "
         "waits for the next one (12 = the 10 s retrain interval + 2 s; 0: never wait)",
+    )
+    parser.add_argument(
+        "--no-regret",
+        action="store_true",
+        help="skip the decision regret and its look-aheads at every pick (faster; its "
+        "figures are then null)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -122,12 +136,13 @@ def _requests(args: argparse.Namespace) -> list[Request]:
 
 def _check(args: argparse.Namespace) -> list[str]:
     names = [name.strip() for name in args.policies.split(",") if name.strip()]
-    unknown = [name for name in names if name not in FACTORIES]
-    if not names or unknown:
-        raise UsageProblem(
-            f"--policies: unknown {', '.join(unknown) or '(none given)'}; "
-            f"known: {', '.join(FACTORIES)}"
-        )
+    if not names:
+        raise UsageProblem(f"--policies: none given; known: {', '.join(FACTORIES)}")
+    for name in names:
+        try:
+            check_name(name)
+        except ValueError as exc:
+            raise UsageProblem(f"--policies: {exc}") from None
     if args.max_model_age < 0:
         raise UsageProblem("--max-model-age must be >= 0")
     if args.pods < 1 or args.duration <= 0 or args.speedup <= 0 or args.prediction_servers < 1:
@@ -152,7 +167,13 @@ def _run_one(name: str, requests: list[Request], args: argparse.Namespace) -> Ru
     last = max(r.arrival_s for r in requests)
     bar = None if args.no_progress else ProgressBar(name, last)
     engine = Engine(
-        requests, args.pods, hardware(args.hardware), policy, speedup=speedup, progress=bar
+        requests,
+        args.pods,
+        hardware(args.hardware),
+        policy,
+        speedup=speedup,
+        progress=bar,
+        regret=not args.no_regret,
     )
     result = asyncio.run(_until_sigterm(engine))
     if bar is not None:
@@ -174,11 +195,13 @@ def _options(args: argparse.Namespace) -> PolicyOptions:
 
 def _predictor_note(args: argparse.Namespace, names: list[str]) -> str | None:
     """What the predicted policies will talk to, with the scaled time constants."""
-    if "predicted-latency" not in names:
+    predicted = [n for n in names if n.startswith(("predicted-latency", "latency-first"))]
+    if not predicted:
         return None
+    who = ", ".join(predicted)
     if args.prediction_url:
         sink = args.training_url or "nowhere (no --training-url)"
-        return f"predicted-latency: predictor at {args.prediction_url}, training rows to {sink}"
+        return f"{who}: predictor at {args.prediction_url}, training rows to {sink}"
     from poolsim.predictor_servers import scaled_env
 
     env = scaled_env(Path("."), args.speedup)
@@ -188,7 +211,7 @@ def _predictor_note(args: argparse.Namespace, names: list[str]) -> str | None:
         "MODEL_SYNC_INTERVAL_SEC",
     )
     return (
-        f"predicted-latency: our training server (SQLite in a temp dir) and "
+        f"{who}: each with our training server (SQLite in a temp dir) and "
         f"{args.prediction_servers} prediction server(s), started for the run: "
         + ", ".join(f"{key}={env[key]}" for key in keys)
         + f" (10 s, 1 s and 1 s divided by the speedup {args.speedup:g})"

@@ -5,7 +5,9 @@ and step ends (one pending per busy pod, ties broken by pod index). Nothing rand
 here: the workload's seed fixes the requests and the policy's seed its choices, so a run
 is a pure function of both. With `speedup` set, simulated time is paced against wall time
 (simulated seconds per wall second; a policy that asks a real predictor needs it), else
-the run goes as fast as the CPU allows.
+the run goes as fast as the CPU allows. With `regret` on (the default) every pick is also
+judged by its decision regret (poolsim.regret: the chosen pod's look-ahead TTFT minus the
+least any pod would have given), measured before the request reaches the pod.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from poolsim.hardware import Hardware
 from poolsim.pod import Pod
 from poolsim.policy_api import Observation, PodFeatures, Policy, RequestInfo
+from poolsim.regret import RegretMeter
 from poolsim.request import Completion, Request
 from poolsim.sequence import Seq
 
@@ -36,6 +39,8 @@ class RunResult:
     speedup: float | None
     policy_summary: dict[str, float] = field(default_factory=dict)
     seqs: list[Seq] = field(default_factory=list)  # finished, with their token accounting
+    routes: list[tuple[float, int]] = field(default_factory=list)  # (arrival_s, pod) per pick
+    regrets: list[tuple[float, float]] = field(default_factory=list)  # (arrival_s, regret ms)
 
 
 class Engine:
@@ -49,6 +54,7 @@ class Engine:
         speedup: float | None = None,
         drain_limit_s: float | None = None,
         progress: Progress | None = None,
+        regret: bool = True,
     ) -> None:
         if pods < 1:
             raise ValueError("pods must be at least 1")
@@ -65,6 +71,8 @@ class Engine:
         self._features: dict[int, PodFeatures] = {}
         self.completions: list[Completion] = []
         self.finished: list[Seq] = []
+        self.routes: list[tuple[float, int]] = []
+        self.regret = RegretMeter() if regret else None
         self._wall0 = 0.0
 
     async def run(self) -> RunResult:
@@ -119,6 +127,9 @@ class Engine:
             choice = await choice
         if not isinstance(choice, int) or not 0 <= choice < len(self.pods):
             raise ValueError(f"policy {self.policy.name} chose pod {choice!r} of {len(self.pods)}")
+        if self.regret is not None:  # on the pods as the policy saw them
+            self.regret.measure(self.pods, request, choice, now)
+        self.routes.append((request.arrival_s, choice))
         self._features[request.id] = features[choice]
         pod = self.pods[choice]
         pod.submit(request, now)
@@ -176,6 +187,8 @@ class Engine:
             speedup=self.speedup,
             policy_summary=self.policy.summary(),
             seqs=self.finished,
+            routes=self.routes,
+            regrets=self.regret.regrets if self.regret is not None else [],
         )
 
 
@@ -195,7 +208,7 @@ def simulate(
     pods: int,
     hw: Hardware,
     policy: Policy,
-    **options: float | Progress | None,
+    **options: float | bool | Progress | None,
 ) -> RunResult:
     """Run one simulation to completion (asyncio.run around Engine.run)."""
     import asyncio

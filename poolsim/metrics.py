@@ -1,5 +1,6 @@
-"""Per-policy figures of one run: latency percentiles, SLO attainment, throughput, and how
-the pool shared the work."""
+"""Per-policy figures of one run: latency percentiles, SLO attainment, throughput, how the
+pool shared the work (overall and per minute of arrival), and the decision regret of the
+picks (poolsim.regret)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,21 @@ class SloClass(TypedDict):
     slo_attainment: float
 
 
+class RegretMinute(TypedDict):
+    minute: int  # arrivals in [60 * minute, 60 * (minute + 1)) s
+    p50: float | None  # None when no pick of that minute was measured
+    p90: float | None
+    mean: float | None
+    picks: int
+
+
+class RegretFigures(TypedDict):
+    p50: float | None  # ms; None when no regret was measured (e.g. regret off)
+    p90: float | None
+    mean: float | None
+    per_minute: list[RegretMinute]  # every minute up to the last measured pick
+
+
 class PolicyMetrics(TypedDict):
     requests: int
     completed: int
@@ -34,12 +50,16 @@ class PolicyMetrics(TypedDict):
     throughput_rps: float
     output_tokens_per_s: float
     pod_share: list[float]
+    # per minute of arrival (index = minute, up to the last arrival), each pod's share of
+    # the requests routed in it (all 0 for a minute without arrivals)
+    pod_share_per_minute: list[list[float]]
     prefix_hit_rate: list[float | None]
     preemptions: int
     recompute_tokens: int
     wall_s: float
     sim_s: float
     by_ttft_slo: dict[str, SloClass]  # requests grouped by their TTFT SLO ("none": without)
+    regret_ms: RegretFigures
     policy: dict[str, float]
 
 
@@ -102,6 +122,40 @@ def hit_rates(result: RunResult) -> list[float | None]:
     return [h / t if t else None for h, t in zip(hits, tokens, strict=True)]
 
 
+def regret_figures(regrets: Sequence[tuple[float, float]]) -> RegretFigures:
+    """p50, p90 and mean of (arrival_s, regret ms) pairs, overall and per minute."""
+    minutes: dict[int, list[float]] = {}
+    for arrival_s, regret_ms in regrets:
+        minutes.setdefault(int(arrival_s // 60), []).append(regret_ms)
+    overall = _p50_p90_mean([r for _, r in regrets])
+    per_minute: list[RegretMinute] = []
+    for minute in range(max(minutes, default=-1) + 1):
+        values = minutes.get(minute, [])
+        p50, p90, mean = _p50_p90_mean(values)
+        per_minute.append(
+            {"minute": minute, "p50": p50, "p90": p90, "mean": mean, "picks": len(values)}
+        )
+    return {"p50": overall[0], "p90": overall[1], "mean": overall[2], "per_minute": per_minute}
+
+
+def _p50_p90_mean(values: Sequence[float]) -> tuple[float | None, float | None, float | None]:
+    if not values:
+        return None, None, None
+    p50, p90 = (float(v) for v in np.percentile(np.asarray(values), [50, 90]))
+    return p50, p90, float(np.mean(values))
+
+
+def pod_share_per_minute(routes: Sequence[tuple[float, int]], pods: int) -> list[list[float]]:
+    """Per minute of arrival (index = minute), each pod's share of the requests routed."""
+    counts: list[list[int]] = []
+    for arrival_s, pod in routes:
+        minute = int(arrival_s // 60)
+        while len(counts) <= minute:
+            counts.append([0] * pods)
+        counts[minute][pod] += 1
+    return [[n / max(sum(row), 1) for n in row] for row in counts]
+
+
 def summarize(result: RunResult) -> PolicyMetrics:
     done = result.completions
     routed = [pod.requests_in for pod in result.pods]
@@ -117,11 +171,13 @@ def summarize(result: RunResult) -> PolicyMetrics:
         "throughput_rps": len(done) / end if end else 0.0,
         "output_tokens_per_s": sum(c.request.output_tokens for c in done) / end if end else 0.0,
         "pod_share": [n / max(sum(routed), 1) for n in routed],
+        "pod_share_per_minute": pod_share_per_minute(result.routes, len(result.pods)),
         "prefix_hit_rate": hit_rates(result),
         "preemptions": sum(pod.preemptions for pod in result.pods),
         "recompute_tokens": sum(pod.recompute_tokens for pod in result.pods),
         "wall_s": result.wall_s,
         "sim_s": result.sim_end_s,
         "by_ttft_slo": by_ttft_slo(result),
+        "regret_ms": regret_figures(result.regrets),
         "policy": result.policy_summary,
     }

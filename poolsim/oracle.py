@@ -11,18 +11,22 @@ optimises TTFT only, one request at a time (greedy): it is the reference for TTF
 bound on TPOT or SLO attainment. Look-aheads stop early once they exceed the best TTFT
 found so far, trying pods in order of a lower bound on their TTFT, and skip pods whose
 bound already exceeds it (both exact: they change the cost, never the choice).
+`least_lookahead_ttft` is that search, shared with the decision-regret meter
+(poolsim.regret), which asks the same question of every other policy's picks.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from poolsim.pod import Pod
 from poolsim.policy_api import BasePolicy, PodFeatures, RequestInfo
 from poolsim.request import Request
 
 MAX_LOOKAHEAD_STEPS = 200_000
+TIE_S = 1e-9  # TTFTs this close count as equal
 
 
 def ttft_lower_bound(pod: Pod, request: Request, now_s: float) -> float:
@@ -57,6 +61,33 @@ def lookahead_ttft(pod: Pod, request: Request, now_s: float, give_up_s: float) -
     return float("inf")
 
 
+@dataclass(slots=True)
+class LeastTtft:
+    """The least look-ahead TTFT over a pool at one instant."""
+
+    best_s: float  # seconds; inf when no pod reached a first token within the step cap
+    ttfts_s: list[float]  # per pod: its exact look-ahead; inf when pruned or given up
+    lookaheads: int  # look-aheads run (pods not pruned by their lower bound)
+
+
+def least_lookahead_ttft(pods: Sequence[Pod], request: Request, now_s: float) -> LeastTtft:
+    """The least TTFT any pod would give `request` now, by look-ahead. Pods are tried in
+    order of their lower bound; a look-ahead gives up once past the best so far, and the
+    search stops at the first bound above it (exact: every pod left out or given up on
+    is slower than the best by more than TIE_S)."""
+    bounds = [ttft_lower_bound(pod, request, now_s) for pod in pods]
+    best = float("inf")
+    ttfts = [float("inf")] * len(pods)
+    runs = 0
+    for index in sorted(range(len(pods)), key=lambda i: (bounds[i], i)):
+        if bounds[index] > best + TIE_S:
+            break  # sorted: no later pod can do better
+        runs += 1
+        ttfts[index] = lookahead_ttft(pods[index], request, now_s, best + TIE_S)
+        best = min(best, ttfts[index])
+    return LeastTtft(best, ttfts, runs)
+
+
 class OraclePolicy(BasePolicy):
     name = "oracle"
 
@@ -70,19 +101,10 @@ class OraclePolicy(BasePolicy):
         self.pods, self.requests = pods, requests
 
     def choose(self, request: RequestInfo, pods: Sequence[PodFeatures], now_s: float) -> int:
-        full = self.requests[request.id]
-        bounds = [ttft_lower_bound(pod, full, now_s) for pod in self.pods]
-        order = sorted(range(len(pods)), key=lambda i: (bounds[i], i))
-        best = float("inf")
-        ttfts = [float("inf")] * len(pods)
-        for index in order:
-            if bounds[index] > best + 1e-9:
-                break  # sorted: no later pod can do better
-            self.lookaheads += 1
-            ttft = lookahead_ttft(self.pods[index], full, now_s, best + 1e-9)
-            ttfts[index] = ttft
-            best = min(best, ttft)
-        tied = [i for i in range(len(pods)) if ttfts[i] <= best + 1e-9]
+        search = least_lookahead_ttft(self.pods, self.requests[request.id], now_s)
+        self.lookaheads += search.lookaheads
+        best, ttfts = search.best_s, search.ttfts_s
+        tied = [i for i in range(len(pods)) if ttfts[i] <= best + TIE_S]
         fewest = min(pods[i].num_request_running for i in tied)
         tied = [i for i in tied if pods[i].num_request_running == fewest]
         return tied[0] if len(tied) == 1 else self.rng.choice(tied)

@@ -33,6 +33,7 @@ class Pod:
         self._decodes: list[Seq] = []  # this step's decoding sequences (one token each)
         self._chunks: list[tuple[Seq, int]] = []  # this step's prompt chunks
         self.prefill_pending_tokens = 0  # prompt tokens of requests without a first token
+        self.uncached_pending_tokens = 0  # their uncached part, as counted at dispatch
         self.steps = 0
         self.prefill_tokens = 0
         self.decode_tokens = 0
@@ -64,8 +65,11 @@ class Pod:
     # ---- requests in
     def submit(self, request: Request, now_s: float) -> Seq:
         seq = Seq(request, now_s, target=request.input_tokens)
+        cached = self.pool.match(request)[0] * self.hw.block_size
+        seq.uncached_at_dispatch = request.input_tokens - min(cached, request.input_tokens - 1)
         self.waiting.append(seq)
         self.prefill_pending_tokens += request.input_tokens
+        self.uncached_pending_tokens += seq.uncached_at_dispatch
         self.requests_in += 1
         return seq
 
@@ -182,6 +186,7 @@ class Pod:
             if seq.first_token_s is None:
                 seq.first_token_s = now_s
                 self.prefill_pending_tokens -= seq.request.input_tokens
+                self.uncached_pending_tokens -= seq.uncached_at_dispatch
                 first.append(seq)
             if seq.generated == seq.request.output_tokens:
                 finished.append(seq)
@@ -213,6 +218,7 @@ class Pod:
         clone._chunks = [(copies[id(seq)], new) for seq, new in self._chunks]
         clone.step_end_s = self.step_end_s
         clone.prefill_pending_tokens = self.prefill_pending_tokens
+        clone.uncached_pending_tokens = self.uncached_pending_tokens
         return clone
 
     def features(self, request: Request) -> PodFeatures:
@@ -226,4 +232,5 @@ class Pod:
             prefill_tokens_in_flight=self.prefill_pending_tokens,
             decode_tokens_in_flight=0,
             prefix_cache_score=self.prefix_score(request),
+            uncached_tokens_in_flight=self.uncached_pending_tokens,
         )

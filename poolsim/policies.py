@@ -10,8 +10,12 @@
   llm-d's approximate prefix scorer (an index of where it routed), it reads each pod's
   true cache, which can only help it.
 
-`make_policy(name, seed)` builds any of them, `oracle` (poolsim.oracle) and
-`predicted-latency` (poolsim.predicted: llm-d's picker on our real predictor).
+`make_policy(name, seed)` builds any of them, `token-load` (poolsim.token_load: fewest
+uncached prompt tokens in flight, behind a prefix-affinity filter), `oracle`
+(poolsim.oracle), `predicted-latency` (poolsim.predicted: llm-d's picker on our real
+predictor; knob variants such as `predicted-latency:most:tau=0.8:noslo`, see
+poolsim.picker_knobs) and `latency-first` (poolsim.latency_first: our own picker on the same
+predictor).
 """
 
 from __future__ import annotations
@@ -94,10 +98,30 @@ def _oracle(options: PolicyOptions) -> Policy:
     return OraclePolicy(options.seed)
 
 
+def _token_load(options: PolicyOptions) -> Policy:
+    from poolsim.token_load import TokenLoadPolicy
+
+    return TokenLoadPolicy(options.seed)
+
+
 def _predicted(options: PolicyOptions) -> Policy:
     from poolsim.predicted import PredictedLatencyPolicy  # loads the HTTP client
 
     return PredictedLatencyPolicy(options)
+
+
+def _latency_first(options: PolicyOptions) -> Policy:
+    from poolsim.latency_first import LatencyFirstPolicy  # loads the HTTP client
+
+    return LatencyFirstPolicy(options)
+
+
+def _predicted_variant(name: str, options: PolicyOptions) -> Policy:
+    from poolsim.picker_knobs import parse
+    from poolsim.predicted import PredictedLatencyPolicy
+
+    knobs = parse(name)
+    return PredictedLatencyPolicy(options, knobs.config, knobs.use_slos, name=name)
 
 
 # name -> factory; a policy with a real predictor registers here the same way
@@ -106,7 +130,9 @@ FACTORIES: dict[str, Callable[[PolicyOptions], Policy]] = {
     "round-robin": lambda options: RoundRobinPolicy(options.seed),
     "least-requests": lambda options: LeastRequestsPolicy(options.seed),
     "heuristic": lambda options: HeuristicPolicy(options.seed),
+    "token-load": _token_load,
     "predicted-latency": _predicted,
+    "latency-first": _latency_first,
     "oracle": _oracle,
 }
 
@@ -114,9 +140,23 @@ FACTORIES: dict[str, Callable[[PolicyOptions], Policy]] = {
 def make_policy(
     name: str, seed: int, speedup: float = 10.0, options: PolicyOptions | None = None
 ) -> Policy:
-    """The named policy; `options` (when given) replaces seed and speedup."""
+    """The named policy; `options` (when given) replaces seed and speedup. A name with knobs
+    (`predicted-latency:most:tau=0.8`, poolsim.picker_knobs) is a variant of llm-d's picker."""
+    options = options or PolicyOptions(seed=seed, speedup=speedup)
+    if ":" in name:
+        return _predicted_variant(name, options)
     try:
         factory = FACTORIES[name]
     except KeyError:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(FACTORIES)}") from None
-    return factory(options or PolicyOptions(seed=seed, speedup=speedup))
+    return factory(options)
+
+
+def check_name(name: str) -> None:
+    """ValueError naming the problem when `name` is neither a policy nor a knob variant."""
+    if ":" in name:
+        from poolsim.picker_knobs import parse
+
+        parse(name)
+    elif name not in FACTORIES:
+        raise ValueError(f"unknown policy {name!r}; known: {', '.join(FACTORIES)}")

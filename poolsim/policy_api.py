@@ -37,10 +37,15 @@ class PodFeatures:
     prefill_tokens_in_flight: int  # prompt tokens of in-flight requests without a first token
     decode_tokens_in_flight: int  # 0 at prediction time
     prefix_cache_score: float  # matched prefix blocks / prompt blocks on this pod
+    # not a prediction feature: uncached prompt tokens the EPP dispatched here that have no
+    # first token yet (its own count, read by token-load; never sent to a predictor)
+    uncached_tokens_in_flight: int = 0
 
     def row(self) -> dict[str, float | int | str]:
         """The JSON row for /predict/bulk/strict (pod_type "": monolithic pods)."""
-        return {**asdict(self), "pod_type": ""}
+        fields = asdict(self)
+        del fields["uncached_tokens_in_flight"]
+        return {**fields, "pod_type": ""}
 
 
 @dataclass(frozen=True, slots=True)

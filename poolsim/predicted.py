@@ -1,5 +1,8 @@
 """`predicted-latency`: llm-d's predicted-latency picker on our real predictor, closed loop.
 
+`PredictorPolicy` is the loop itself, shared with `latency-first` (poolsim.latency_first):
+everything below but the pick, which a subclass's `decide` makes.
+
 Per request, the EPP's row for every pod (`PodFeatures.row()`) goes to the prediction
 servers in one /predict/bulk/strict call (latency_client's PredictorClient), and
 `latency_client.picker.pick` runs llm-d's pipeline on the answers: prefix affinity (strict,
@@ -34,6 +37,8 @@ import httpx
 from latency_client import (
     ClientConfig,
     ClientStats,
+    Pick,
+    PickerConfig,
     PodState,
     Prediction,
     PredictionTimeout,
@@ -63,12 +68,16 @@ def client_config(speedup: float) -> ClientConfig:
     )
 
 
-class PredictedLatencyPolicy(BasePolicy):
-    name = "predicted-latency"
+class PredictorPolicy(BasePolicy):
+    """The closed loop shared by the pickers that ask our predictor: predictions per pick,
+    training rows back, served-p90 scores, the model-age guard. Subclasses decide."""
+
+    name = "predictor"
     paced = True
 
     def __init__(self, options: PolicyOptions) -> None:
         self.options = options
+        self.use_slos = True  # False: the picker sees no SLO on any request
         self.rng = random.Random(options.seed)
         self.local: LocalPredictor | None = None
         self.client: PredictorClient | None = None
@@ -110,21 +119,26 @@ class PredictedLatencyPolicy(BasePolicy):
                 predictions = fresh or predictions
         else:
             self.fallbacks += 1
-        chosen = pick(
-            PickerRequest(request.input_tokens, request.slo_ttft_ms, request.slo_tpot_ms),
+        slos = (request.slo_ttft_ms, request.slo_tpot_ms) if self.use_slos else (None, None)
+        chosen = self.decide(
+            PickerRequest(request.input_tokens, *slos),
             [self._state(index, pod) for index, pod in enumerate(pods)],
             predictions,
-            self.rng,
-            admission=False,  # nothing is sheddable here: every request is served
         )
         self.rules[chosen.rule] += 1
         self.acted[request.id] = chosen.prediction
         self.pod_of[request.id] = chosen.index
-        if request.slo_tpot_ms is not None:
-            self.tpot_slos[chosen.index][request.slo_tpot_ms] += 1
+        tpot_slo = slos[1]
+        if tpot_slo is not None:
+            self.tpot_slos[chosen.index][tpot_slo] += 1
         if chosen.prediction is not None:
             self.scores.routed(chosen.prediction.model_version, now_s)
         return chosen.index
+
+    def decide(
+        self, request: PickerRequest, pods: list[PodState], predictions: list[Prediction] | None
+    ) -> Pick:
+        raise NotImplementedError
 
     async def _ask(self, rows: list[dict[str, float | int | str]]) -> list[Prediction] | None:
         assert self.client is not None, "start() first"
@@ -151,7 +165,7 @@ class PredictedLatencyPolicy(BasePolicy):
         self.completed += 1
         acted = self.acted.pop(done.request.id)
         pod = self.pod_of.pop(done.request.id)
-        slo = done.request.slo_tpot_ms
+        slo = done.request.slo_tpot_ms if self.use_slos else None
         if slo is not None:
             slos = self.tpot_slos[pod]
             slos[slo] -= 1
@@ -195,6 +209,31 @@ class PredictedLatencyPolicy(BasePolicy):
         if self.stored_at_end is not None:
             out["trainer_samples"] = float(self.stored_at_end)
         return out
+
+
+class PredictedLatencyPolicy(PredictorPolicy):
+    """llm-d's picker, unchanged; `config` and `use_slos` are llm-d's knobs for a sweep
+    (poolsim.picker_knobs parses them from the policy's name)."""
+
+    name = "predicted-latency"
+
+    def __init__(
+        self,
+        options: PolicyOptions,
+        config: PickerConfig | None = None,
+        use_slos: bool = True,
+        name: str = "predicted-latency",
+    ) -> None:
+        super().__init__(options)
+        self.config = config or PickerConfig()
+        self.use_slos = use_slos
+        self.name = name
+
+    def decide(
+        self, request: PickerRequest, pods: list[PodState], predictions: list[Prediction] | None
+    ) -> Pick:
+        # admission off: nothing is sheddable in the simulator, every request is served
+        return pick(request, pods, predictions, self.rng, self.config, admission=False)
 
 
 def stored_rows(training_url: str) -> int | None:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from poolsim.metrics import Percentiles, PolicyMetrics
+from poolsim.metrics import Percentiles, PolicyMetrics, RegretFigures
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 INSTALL_HINT = (
     "--plots needs matplotlib: pip install 'latency-predictor[sim]' "
@@ -25,6 +27,10 @@ def _triple(p: Percentiles) -> str:
     return " / ".join(_ms(p[key]) for key in ("p50", "p90", "p99"))
 
 
+def _regret(r: RegretFigures) -> str:
+    return " / ".join(_ms(r[key]) for key in ("p50", "p90", "mean"))
+
+
 def _span(values: Sequence[float | None]) -> str:
     known = [v for v in values if v is not None]
     return f"{min(known):.0%}-{max(known):.0%}" if known else "-"
@@ -32,14 +38,16 @@ def _span(values: Sequence[float | None]) -> str:
 
 def markdown_table(results: Mapping[str, PolicyMetrics]) -> str:
     lines = [
-        "| policy | TTFT p50 / p90 / p99 ms | TPOT p50 / p90 / p99 ms | E2E p50 / p90 / p99 ms"
+        "| policy | TTFT p50 / p90 / p99 ms | regret p50 / p90 / mean ms "
+        "| TPOT p50 / p90 / p99 ms | E2E p50 / p90 / p99 ms"
         " | SLO met | req/s | pod share (min-max) | prefix hit (min-max) | unfinished |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, m in results.items():
         slo = "-" if m["slo_attainment"] is None else f"{m['slo_attainment']:.1%}"
         lines.append(
-            f"| {name} | {_triple(m['ttft_ms'])} | {_triple(m['tpot_ms'])} "
+            f"| {name} | {_triple(m['ttft_ms'])} | {_regret(m['regret_ms'])} "
+            f"| {_triple(m['tpot_ms'])} "
             f"| {_triple(m['e2e_ms'])} | {slo} | {m['throughput_rps']:.2f} "
             f"| {_span(m['pod_share'])} | {_span(m['prefix_hit_rate'])} | {m['unfinished']} |"
         )
@@ -92,7 +100,9 @@ def write_plots(
     folder: Path,
     title: str,
 ) -> list[Path]:
-    """ttft_cdf.png (TTFT CDF per policy) and pod_share.png (requests per pod)."""
+    """ttft_cdf.png (TTFT CDF per policy), pod_share.png (requests per pod),
+    pod_share_over_time.png (each pod's share per minute, a panel per policy) and
+    regret_per_minute.png (mean decision regret per minute, a line per policy)."""
     try:
         import matplotlib
 
@@ -101,13 +111,19 @@ def write_plots(
     except ImportError:
         raise RuntimeError(INSTALL_HINT) from None
     folder.mkdir(parents=True, exist_ok=True)
-    paths = [folder / "ttft_cdf.png", folder / "pod_share.png"]
-    for path, draw in zip(paths, (_ttft_cdf, _pod_share), strict=True):
-        fig, ax = plt.subplots(figsize=(7, 4.5))
+    figures: dict[str, Figure] = {}
+    for name, draw in (("ttft_cdf.png", _ttft_cdf), ("pod_share.png", _pod_share)):
+        figures[name], ax = plt.subplots(figsize=(7, 4.5))
         draw(ax, ttfts, results, title)
+    figures["pod_share_over_time.png"] = _share_over_time(results, title)
+    figures["regret_per_minute.png"], ax = plt.subplots(figsize=(7, 4.5))
+    _regret_per_minute(ax, results, title)
+    paths = []
+    for name, fig in figures.items():
         fig.tight_layout()
-        fig.savefig(path, dpi=110)
+        fig.savefig(folder / name, dpi=110)
         plt.close(fig)
+        paths.append(folder / name)
     return paths
 
 
@@ -146,3 +162,57 @@ def _pod_share(
     ax.set_ylabel("share of requests")
     ax.set_title(f"Requests per pod: {title}")
     ax.legend()
+
+
+def _share_over_time(results: Mapping[str, PolicyMetrics], title: str) -> Figure:
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    cols = min(3, max(len(results), 1))
+    rows = -(-max(len(results), 1) // cols)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(4.2 * cols, 3.0 * rows), sharex=True, sharey=True, squeeze=False
+    )
+    panels = list(axes.flat)
+    for ax, (name, m) in zip(panels, results.items(), strict=False):
+        pods = len(m["pod_share"])
+        minutes = range(len(m["pod_share_per_minute"]))
+        for pod in range(pods):
+            shares = [row[pod] for row in m["pod_share_per_minute"]]
+            ax.plot(minutes, shares, marker="o", markersize=2, linewidth=1, label=f"pod {pod}")
+        ax.axhline(1 / max(pods, 1), color="black", linestyle="--", linewidth=1, label="fair")
+        ax.set_title(name, fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    for ax in axes[-1]:
+        ax.set_xlabel("minute of arrival")
+    for index in range(len(results), len(panels)):  # an empty panel: the one above is last
+        panels[index].set_visible(False)
+        panels[index - cols].xaxis.set_tick_params(labelbottom=True)
+        panels[index - cols].set_xlabel("minute of arrival")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("share of requests")
+    panels[0].legend(fontsize=7, ncol=2)
+    fig.suptitle(f"Per-pod share over time: {title}")
+    return fig
+
+
+def _regret_per_minute(ax: Axes, results: Mapping[str, PolicyMetrics], title: str) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    drawn = False
+    for name, m in results.items():
+        rows = m["regret_ms"]["per_minute"]
+        if rows:
+            means = [math.nan if r["mean"] is None else r["mean"] for r in rows]
+            ax.plot([r["minute"] for r in rows], means, marker="o", markersize=3, label=name)
+            drawn = True
+    ax.set_xlabel("minute of arrival")
+    ax.set_ylabel("mean decision regret (ms)")
+    ax.set_title(f"Decision regret per minute: {title}")
+    ax.grid(True, alpha=0.3)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if drawn:
+        ax.legend()
+    else:
+        ax.text(0.5, 0.5, "regret not measured (--no-regret)", ha="center", transform=ax.transAxes)

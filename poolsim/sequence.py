@@ -29,6 +29,7 @@ class Seq:
     preemptions: int = 0
     admissions: int = 0
     first_hit_tokens: int = 0  # prefix-cache hit at the first admission
+    uncached_at_dispatch: int = 0  # prompt tokens not in the pod's prefix cache at submit
 
     @property
     def prefilling(self) -> bool:
@@ -44,4 +45,5 @@ class Seq:
         copy.own_blocks = self.own_blocks
         copy.blocks_held = self.blocks_held
         copy.first_token_s = self.first_token_s
+        copy.uncached_at_dispatch = self.uncached_at_dispatch
         return copy

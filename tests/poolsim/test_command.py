@@ -54,7 +54,24 @@ def test_a_run_writes_the_table_json_and_plots(tmp_path: Path) -> None:
     assert 0 <= figures["slo_attainment"] <= 1 and figures["throughput_rps"] > 0
     assert len(figures["pod_share"]) == 3 and abs(sum(figures["pod_share"]) - 1) < 1e-9
     assert len(figures["prefix_hit_rate"]) == 3
-    for name in ("ttft_cdf.png", "pod_share.png"):
+    assert "| regret p50 / p90 / mean ms |" in done.stdout
+    for name in ("round-robin", "least-requests", "oracle"):
+        regret = document["policies"][name]["regret_ms"]
+        assert set(regret) == {"p50", "p90", "mean", "per_minute"}
+        assert [m["minute"] for m in regret["per_minute"]] == [0]
+        (minute,) = regret["per_minute"]
+        assert set(minute) == {"minute", "p50", "p90", "mean", "picks"}
+        assert minute["picks"] == figures["requests"] and minute["mean"] == regret["mean"]
+        (shares,) = document["policies"][name]["pod_share_per_minute"]
+        assert len(shares) == 3 and abs(sum(shares) - 1) < 1e-9
+    assert document["policies"]["oracle"]["regret_ms"]["p90"] == 0.0
+    assert document["policies"]["round-robin"]["regret_ms"]["mean"] > 0.0
+    for name in (
+        "ttft_cdf.png",
+        "pod_share.png",
+        "pod_share_over_time.png",
+        "regret_per_minute.png",
+    ):
         assert (tmp_path / "plots" / name).read_bytes()[:4] == b"\x89PNG"
 
 
@@ -86,10 +103,13 @@ def test_a_replay_file_runs(tmp_path: Path) -> None:
         "--json",
         str(out),
         "--no-progress",
+        "--no-regret",
     )
     assert done.returncode == 0, done.stderr
     figures = json.loads(out.read_text())["policies"]["heuristic"]
     assert figures["completed"] == 20
+    assert figures["regret_ms"] == {"p50": None, "p90": None, "mean": None, "per_minute": []}
+    assert "| heuristic | " in done.stdout and " | - / - / - | " in done.stdout
     assert max(r for r in figures["prefix_hit_rate"] if r is not None) > 0.5
     assert done.stderr == ""
 
@@ -107,7 +127,7 @@ def test_a_bad_replay_line_is_named(tmp_path: Path) -> None:
 
 def test_usage_errors_exit_2_and_say_why() -> None:
     done = simulate("--workload", "chat", "--policies", "random,psychic")
-    assert done.returncode == 2 and "unknown psychic" in done.stderr
+    assert done.returncode == 2 and "unknown policy 'psychic'" in done.stderr
     done = simulate("--workload", "nowhere.jsonl")
     assert done.returncode == 2 and "neither a workload" in done.stderr
     done = simulate("--workload", "chat", "--training-url", "http://127.0.0.1:9")

@@ -1,0 +1,25 @@
+"""`latency-first`: our own picker (latency_client.latency_first) on our real predictor, in
+the same closed loop as `predicted-latency` (poolsim.predicted.PredictorPolicy): the same
+prediction rows, training rows back, served-p90 scores and model-age guard; only the pick
+differs. Its rules are in latency_client.latency_first."""
+
+from __future__ import annotations
+
+from latency_client import Pick, PodState, Prediction
+from latency_client import RequestInfo as PickerRequest
+from latency_client.latency_first import LatencyFirstConfig, LatencyFirstPicker
+from poolsim.policy_api import PolicyOptions
+from poolsim.predicted import PredictorPolicy
+
+
+class LatencyFirstPolicy(PredictorPolicy):
+    name = "latency-first"
+
+    def __init__(self, options: PolicyOptions, config: LatencyFirstConfig | None = None) -> None:
+        super().__init__(options)
+        self.picker = LatencyFirstPicker(config)
+
+    def decide(
+        self, request: PickerRequest, pods: list[PodState], predictions: list[Prediction] | None
+    ) -> Pick:
+        return self.picker.pick(request, pods, predictions, self.rng)

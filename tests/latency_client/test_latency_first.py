@@ -1,0 +1,132 @@
+"""latency_client.latency_first against hand-worked cases, one per rule of its docstring.
+Expected pods are worked out in the comments, not computed by the code under test."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from latency_client.latency_first import LatencyFirstConfig, LatencyFirstPicker
+from latency_client.types import PodState, Prediction, RequestInfo
+
+SLO = RequestInfo(input_token_length=100, ttft_slo_ms=500.0, tpot_slo_ms=50.0)
+NO_SLO = RequestInfo(input_token_length=100)
+RNG = random.Random(0)
+
+
+def pod(name: str, prefix: float = 0.0, **fields: object) -> PodState:
+    return PodState(name, prefix_cache_score=prefix, **fields)  # type: ignore[arg-type]
+
+
+def p(ttft: float, tpot: float = 20.0) -> Prediction:
+    return Prediction(ttft, tpot, "v1")
+
+
+def test_fastest_pod_among_those_meeting_both_slos() -> None:
+    # a: fastest but TPOT 60 > 50; b: 300 ms meets both; c: 200 ms meets both -> c
+    pods = [pod("a", 0.1), pod("b", 0.1), pod("c", 0.1)]
+    chosen = LatencyFirstPicker().pick(SLO, pods, [p(100, 60), p(300), p(200)], RNG)
+    assert (chosen.index, chosen.rule) == (2, "fastest")
+    assert chosen.prediction == p(200)
+
+
+def test_no_pod_meets_both_then_ttft_only_then_fastest_of_all() -> None:
+    pods = [pod("a", 0.1), pod("b", 0.1), pod("c", 0.1)]
+    # nobody meets TPOT (90 > 50); b and c meet TTFT (450, 400 <= 500), a does not (600)
+    # -> the faster of b and c: c
+    got = LatencyFirstPicker().pick(SLO, pods, [p(600, 90), p(450, 90), p(400, 90)], RNG)
+    assert (got.index, got.rule) == (2, "fastest_slo_partly_met")
+    # nobody meets anything -> fastest overall, b
+    got = LatencyFirstPicker().pick(SLO, pods, [p(900, 90), p(600, 90), p(700, 90)], RNG)
+    assert (got.index, got.rule) == (1, "fastest_no_slo_met")
+
+
+def test_an_absent_slo_counts_as_met() -> None:
+    # llm-d's headroom would be negative for every pod here (absent = 0 ms); ours: fastest
+    pods = [pod("a", 0.1), pod("b", 0.1)]
+    got = LatencyFirstPicker().pick(NO_SLO, pods, [p(300, 40), p(250, 45)], RNG)
+    assert (got.index, got.rule) == (1, "fastest")
+
+
+def test_tpot_budget_is_lowered_by_the_tightest_running_slo() -> None:
+    # b is faster, but a request with a 30 ms TPOT SLO runs there: 40 > 30 -> a
+    pods = [pod("a", 0.1), pod("b", 0.1, running_tpot_slos_ms=(30.0,))]
+    got = LatencyFirstPicker().pick(SLO, pods, [p(300, 40), p(200, 40)], RNG)
+    assert got.index == 0
+
+
+def test_prefix_group_stays_on_its_pod_within_the_slack() -> None:
+    # a holds the prefix (0.9 >= 0.8) at 300 ms; b cold at 250 ms: saving 50 <= 0.5 x 300
+    pods = [pod("a", 0.9), pod("b", 0.0)]
+    got = LatencyFirstPicker().pick(SLO, pods, [p(300), p(250)], RNG)
+    assert (got.index, got.rule) == (0, "affinity")
+    # b at 140 ms: saving 160 > 150 -> the group splits to b
+    got = LatencyFirstPicker().pick(SLO, pods, [p(300), p(140)], RNG)
+    assert (got.index, got.rule) == (1, "fastest")
+
+
+def test_affinity_only_among_pods_meeting_the_slo() -> None:
+    # a holds the prefix but is predicted to miss the 500 ms SLO; b meets it -> b
+    pods = [pod("a", 0.95), pod("b", 0.0)]
+    got = LatencyFirstPicker().pick(SLO, pods, [p(600), p(450)], RNG)
+    assert (got.index, got.rule) == (1, "fastest")
+
+
+def test_partial_hit_somewhere_goes_to_the_fastest() -> None:
+    # best prefix score 0.5 < tau: no stickiness, and not a cache-less request -> fastest
+    config = LatencyFirstConfig(near_best=0.5, near_best_ms=100.0)
+    pods = [pod("a", 0.5), pod("b", 0.0)]
+    picker = LatencyFirstPicker(config)
+    assert picker.pick(SLO, pods, [p(200), p(210)], RNG).index == 0
+    assert picker.pick(SLO, pods, [p(200), p(210)], RNG).index == 0  # no rotation
+
+
+def test_cacheless_requests_rotate_over_the_near_best_band() -> None:
+    # band = 100 x 1.1 + 5 = 115 ms: a, b, c are in it, d (200) is not -> a, b, c in turn
+    config = LatencyFirstConfig(near_best=0.1, near_best_ms=5.0, starve_after_picks_per_pod=99)
+    picker = LatencyFirstPicker(config)
+    pods = [pod(name) for name in "abcd"]
+    preds = [p(100), p(110), p(114), p(200)]
+    picked = [picker.pick(SLO, pods, preds, RNG).index for _ in range(6)]
+    assert picked == [0, 1, 2, 0, 1, 2]
+
+
+def test_a_starved_pod_gets_a_cacheless_request_once_per_window() -> None:
+    # d is predicted slow (no cache, never picked); window = 1 x 4 pods = 4 picks
+    config = LatencyFirstConfig(near_best=0.0, near_best_ms=0.0, starve_after_picks_per_pod=1)
+    picker = LatencyFirstPicker(config)
+    pods = [pod(name) for name in "abcd"]
+    preds = [p(100), p(100), p(100), p(300)]
+    rules = [picker.pick(SLO, pods, preds, RNG) for _ in range(12)]
+    to_d = [i for i, got in enumerate(rules) if got.index == 3]
+    assert [rules[i].rule for i in to_d] == ["starved"] * len(to_d)
+    # picks 0-3 go to a, b, c, a; at pick 4 more than 4 picks have passed without d; then
+    # b, c, a, b, c (the least recent first) and d again at pick 10
+    assert to_d == [4, 10]
+    # a starved pod must still meet the SLO to be explored
+    preds[3] = p(900)
+    picker = LatencyFirstPicker(config)
+    assert all(picker.pick(SLO, pods, preds, RNG).index != 3 for _ in range(20))
+
+
+def test_predictor_down_uses_llm_ds_composite_score() -> None:
+    # composite: a = (1 - 0.9 + 0 + 0) / 3; b = (1 - 0 + 1 + 0) / 3 -> b twice as likely...
+    pods = [pod("a", kv_cache_percentage=0.9, num_request_waiting=4), pod("b")]
+    picker = LatencyFirstPicker()
+    rng = random.Random(3)
+    picks = [picker.pick(SLO, pods, None, rng) for _ in range(400)]
+    assert {c.rule for c in picks} == {"composite"}
+    share_b = sum(c.index == 1 for c in picks) / len(picks)
+    # ...weights 0.033 and 0.667: b wins about 95 % of the draws
+    assert 0.9 < share_b < 0.99
+
+
+def test_pods_without_a_prediction_are_skipped_and_bad_input_is_refused() -> None:
+    pods = [pod("a"), pod("b")]
+    got = LatencyFirstPicker().pick(SLO, pods, [None, p(400)], RNG)
+    assert got.index == 1
+    with pytest.raises(ValueError, match="2 pods"):
+        LatencyFirstPicker().pick(SLO, pods, [p(1)], RNG)
+    with pytest.raises(ValueError, match="no candidate"):
+        LatencyFirstPicker().pick(SLO, [], None, RNG)
