@@ -10,6 +10,7 @@ from typing import TypedDict
 import numpy as np
 
 from poolsim.engine import RunResult
+from poolsim.request import Completion
 
 
 class Percentiles(TypedDict):
@@ -53,6 +54,8 @@ class PolicyMetrics(TypedDict):
     # per minute of arrival (index = minute, up to the last arrival), each pod's share of
     # the requests routed in it (all 0 for a minute without arrivals)
     pod_share_per_minute: list[list[float]]
+    # per minute of arrival: TTFT percentiles of the requests that arrived in it (warm-up)
+    ttft_ms_per_minute: list[Percentiles]
     prefix_hit_rate: list[float | None]
     preemptions: int
     recompute_tokens: int
@@ -156,6 +159,17 @@ def pod_share_per_minute(routes: Sequence[tuple[float, int]], pods: int) -> list
     return [[n / max(sum(row), 1) for n in row] for row in counts]
 
 
+def ttft_per_minute(done: Sequence[Completion]) -> list[Percentiles]:
+    """TTFT percentiles per minute of arrival (index = minute, up to the last arrival)."""
+    minutes: list[list[float]] = []
+    for completion in done:
+        minute = int(completion.request.arrival_s // 60)
+        while len(minutes) <= minute:
+            minutes.append([])
+        minutes[minute].append(completion.ttft_ms)
+    return [percentiles(values) for values in minutes]
+
+
 def summarize(result: RunResult) -> PolicyMetrics:
     done = result.completions
     routed = [pod.requests_in for pod in result.pods]
@@ -172,6 +186,7 @@ def summarize(result: RunResult) -> PolicyMetrics:
         "output_tokens_per_s": sum(c.request.output_tokens for c in done) / end if end else 0.0,
         "pod_share": [n / max(sum(routed), 1) for n in routed],
         "pod_share_per_minute": pod_share_per_minute(result.routes, len(result.pods)),
+        "ttft_ms_per_minute": ttft_per_minute(done),
         "prefix_hit_rate": hit_rates(result),
         "preemptions": sum(pod.preemptions for pod in result.pods),
         "recompute_tokens": sum(pod.recompute_tokens for pod in result.pods),

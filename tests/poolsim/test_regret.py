@@ -119,3 +119,16 @@ def test_without_regret_the_figures_are_none_and_the_routes_the_same() -> None:
     assert metrics["pod_share_per_minute"] == summarize(on)["pod_share_per_minute"]
     assert len(metrics["pod_share_per_minute"]) == 1
     assert sum(metrics["pod_share_per_minute"][0]) == pytest.approx(1.0)
+
+
+def test_ttft_per_minute_groups_completions_by_arrival_minute() -> None:
+    from poolsim.metrics import ttft_per_minute
+    from poolsim.request import Completion, Request
+
+    def done(arrival_s: float, ttft_ms: float) -> Completion:
+        request = Request(0, arrival_s, 10, 1)
+        return Completion(request, 0, arrival_s, arrival_s, arrival_s, ttft_ms, None, 0.0, 0, 0)
+
+    minutes = ttft_per_minute([done(1.0, 10.0), done(59.0, 30.0), done(130.0, 7.0)])
+    assert [m["p50"] for m in minutes] == [20.0, None, 7.0]  # minute 1 had no arrival
+    assert minutes[0]["p90"] == pytest.approx(28.0)  # 10 + 0.9 x (30 - 10)
