@@ -14,7 +14,7 @@ default benchmarks/results/poolsim), then per workload a Markdown table of each 
 mean over the seeds (and the min-max of TTFT p90 and SLO attainment across seeds), with
 the wall time per run; for `predicted-latency` (our servers, started by each run) the
 served p90s' coverage and pinball and its warm-up, per TTFT SLO class where a workload
-has several, and the phase-2 goal check (benchmarks/poolsim_tables.py). Timing figures
+has several, and the goal check (benchmarks/poolsim_goals.py). Timing figures
 depend on the machine's load: `uptime` is printed.
 """
 
@@ -30,14 +30,15 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.poolsim_tables import goal_check, served_table, slo_class_table, table
+from benchmarks.poolsim_goals import goal_check
+from benchmarks.poolsim_tables import served_table, slo_class_table, table
 from poolsim.engine import Engine
 from poolsim.hardware import H200
 from poolsim.policies import make_policy
 from poolsim.workloads import RATE_PER_POD, WORKLOADS, generate
 
 ROOT = Path(__file__).resolve().parents[1]
-POLICIES = "random,round-robin,least-requests,heuristic,predicted-latency,oracle"
+POLICIES = "round-robin,least-requests,heuristic,token-load,latency-first,oracle"
 
 
 def say(text: str) -> None:

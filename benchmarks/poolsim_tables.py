@@ -1,6 +1,7 @@
 """The comparison tables of `bench_poolsim compare`, from the JSON of `latency-predictor
 simulate` runs (one document per seed): means over the seeds, with the seeds' range where
-it matters, the predicted policies' served p90s, SLO classes and the phase-2 goal check."""
+it matters, the predicted policies' served p90s and SLO classes (the goal check is
+benchmarks/poolsim_goals.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ import statistics
 from typing import Any
 
 Doc = dict[str, Any]
-HEURISTICS = ("round-robin", "least-requests", "heuristic")  # the goal's baselines
-PREDICTED = "predicted-latency"
 
 
 def values(docs: list[Doc], policy: str, *path: str) -> list[float]:
@@ -35,12 +34,19 @@ def _triple(docs: list[Doc], policy: str, key: str) -> str:
     return " / ".join(_ms(mean(docs, policy, key, p)) for p in ("p50", "p90", "p99"))
 
 
+def _regret(docs: list[Doc], policy: str) -> str:
+    parts = [values(docs, policy, "regret_ms", key) for key in ("p50", "p90", "mean")]
+    if any(v != v for part in parts for v in part):  # nan: regret was not measured
+        return "-"
+    return " / ".join(_ms(statistics.mean(part)) for part in parts)
+
+
 def table(docs: list[Doc]) -> str:
     lines = [
-        "| policy | TTFT p50 / p90 / p99 ms | TTFT p90 seeds | TPOT p50 / p90 / p99 ms "
-        "| E2E p50 / p90 / p99 ms | SLO met (seeds) | req/s | pod share min-max "
-        "| prefix hit (mean) | wall s / run |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| policy | TTFT p50 / p90 / p99 ms | TTFT p90 seeds | regret p50 / p90 / mean ms "
+        "| TPOT p50 / p90 / p99 ms | E2E p50 / p90 / p99 ms | SLO met (seeds) | req/s "
+        "| pod share min-max | prefix hit mean (lowest pod) | wall s / run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for policy in docs[0]["policies"]:
         p90 = values(docs, policy, "ttft_ms", "p90")
@@ -49,12 +55,13 @@ def table(docs: list[Doc]) -> str:
         hits = [h for d in docs for h in d["policies"][policy]["prefix_hit_rate"] if h is not None]
         lines.append(
             f"| {policy} | {_triple(docs, policy, 'ttft_ms')} "
-            f"| {min(p90):,.0f}-{max(p90):,.0f} | {_triple(docs, policy, 'tpot_ms')} "
+            f"| {min(p90):,.0f}-{max(p90):,.0f} | {_regret(docs, policy)} "
+            f"| {_triple(docs, policy, 'tpot_ms')} "
             f"| {_triple(docs, policy, 'e2e_ms')} "
             f"| {statistics.mean(slo):.1%} ({min(slo):.1%}-{max(slo):.1%}) "
             f"| {mean(docs, policy, 'throughput_rps'):.1f} "
             f"| {min(shares):.1%}-{max(shares):.1%} "
-            f"| {statistics.mean(hits) if hits else 0:.0%} "
+            f"| {statistics.mean(hits) if hits else 0:.0%} ({min(hits) if hits else 0:.0%}) "
             f"| {mean(docs, policy, 'wall_s'):.0f} |"
         )
     return "\n".join(lines)
@@ -112,44 +119,3 @@ def slo_class_table(docs: list[Doc]) -> str | None:
         ]
         lines.append(f"| {policy} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def goal_check(docs: list[Doc]) -> str | None:
-    """Phase 2's goal: predicted-latency beats round-robin, least-requests and the heuristic
-    on TTFT p90 and SLO attainment, and closes at least half of the gap between the best of
-    them and the oracle (means over the seeds)."""
-    present = docs[0]["policies"]
-    if PREDICTED not in present or "oracle" not in present:
-        return None
-    baselines = [p for p in HEURISTICS if p in present]
-    if not baselines:
-        return None
-    out = []
-    for label, path, better in (
-        ("TTFT p90", ("ttft_ms", "p90"), min),
-        ("SLO attainment", ("slo_attainment",), max),
-    ):
-        base = {p: mean(docs, p, *path) for p in baselines}
-        best = better(base, key=lambda p: base[p])
-        ours, oracle = mean(docs, PREDICTED, *path), mean(docs, "oracle", *path)
-        beats = all((ours < v) if better is min else (ours > v) for v in base.values())
-        gap = oracle - base[best]
-        # a gap only counts where the seeds' ranges of the two do not overlap
-        oracle_seeds, best_seeds = values(docs, "oracle", *path), values(docs, best, *path)
-        apart = max(oracle_seeds) < min(best_seeds) or min(oracle_seeds) > max(best_seeds)
-        real_gap = apart and ((gap < 0) if better is min else (gap > 0))
-        closed = (
-            f"closes {(ours - base[best]) / gap:.0%} of the gap to the oracle (goal >= 50 %)"
-            if real_gap
-            else f"no gap to close (the oracle's seeds overlap {best}'s, or it is worse)"
-        )
-        out.append(
-            f"- {label}: predicted-latency {_fmt(label, ours)}, best baseline {best} "
-            f"{_fmt(label, base[best])}, oracle {_fmt(label, oracle)}; beats all of "
-            f"{', '.join(baselines)}: {'yes' if beats else 'no'}; {closed}"
-        )
-    return "\n".join(out)
-
-
-def _fmt(label: str, value: float) -> str:
-    return f"{value:.1%}" if label.startswith("SLO") else f"{value:,.0f} ms"

@@ -15,6 +15,10 @@ traffic it spreads a group over every pod that holds its prefix. The rules, in o
    prefix is predicted faster by more than `affinity_slack` (a share of the sticky pod's
    TTFT). The prediction already charges a cold pod the full prefill; the slack stands for
    what the prediction cannot see: a second copy of the prefix evicts other groups there.
+   While the answers come from a model that has learned nothing yet (`unlearned_versions`:
+   our servers' cold-start prior), a group is never split: the prior's fixed formula
+   charges every queued prompt in full, cached prefix included, so it would send groups to
+   cold pods while every cache is still being filled.
 4. **No cache hit anywhere** (every prefix score is 0): among the feasible pods predicted
    within `near_best` of the fastest (p90 predictions are that noisy; a band, not a tie),
    the least recently picked one. New prefix groups and cache-less traffic so go to pods
@@ -49,6 +53,7 @@ class LatencyFirstConfig:
     near_best_ms: float = 5.0  # and an absolute floor for it (short prompts, ~tens of ms)
     starve_after_picks_per_pod: int = 4
     slo_buffer_factor: float = 1.0
+    unlearned_versions: tuple[str, ...] = ("cold-start-prior",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +126,8 @@ class LatencyFirstPicker:
         if sticky:
             best_sticky = min(sticky, key=self._speed)
             saving = best_sticky.prediction.ttft_ms - fastest.prediction.ttft_ms
-            if saving <= config.affinity_slack * best_sticky.prediction.ttft_ms:
+            unlearned = best_sticky.prediction.model_version in config.unlearned_versions
+            if unlearned or saving <= config.affinity_slack * best_sticky.prediction.ttft_ms:
                 return best_sticky, "affinity"
             return fastest, "fastest"
         if any(pod.prefix_cache_score > 0 for pod in pods):

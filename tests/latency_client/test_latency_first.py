@@ -66,6 +66,14 @@ def test_prefix_group_stays_on_its_pod_within_the_slack() -> None:
     assert (got.index, got.rule) == (1, "fastest")
 
 
+def test_the_cold_start_prior_never_splits_a_group() -> None:
+    # as above, b predicted 140 vs 300 ms would split the group, but by the prior: a stays
+    pods = [pod("a", 0.9), pod("b", 0.0)]
+    prior = [Prediction(300, 20, "cold-start-prior"), Prediction(140, 20, "cold-start-prior")]
+    got = LatencyFirstPicker().pick(SLO, pods, prior, RNG)
+    assert (got.index, got.rule) == (0, "affinity")
+
+
 def test_affinity_only_among_pods_meeting_the_slo() -> None:
     # a holds the prefix but is predicted to miss the 500 ms SLO; b meets it -> b
     pods = [pod("a", 0.95), pod("b", 0.0)]
