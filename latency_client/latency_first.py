@@ -15,10 +15,6 @@ traffic it spreads a group over every pod that holds its prefix. The rules, in o
    prefix is predicted faster by more than `affinity_slack` (a share of the sticky pod's
    TTFT). The prediction already charges a cold pod the full prefill; the slack stands for
    what the prediction cannot see: a second copy of the prefix evicts other groups there.
-   While the answers come from a model that has learned nothing yet (`unlearned_versions`:
-   our servers' cold-start prior), a group is never split: the prior's fixed formula
-   charges every queued prompt in full, cached prefix included, so it would send groups to
-   cold pods while every cache is still being filled.
 4. **No cache hit anywhere** (every prefix score is 0): among the feasible pods predicted
    within `near_best` of the fastest (p90 predictions are that noisy; a band, not a tie),
    the least recently picked one. New prefix groups and cache-less traffic so go to pods
@@ -28,6 +24,12 @@ traffic it spreads a group over every pod that holds its prefix. The rules, in o
    breaks the loop "no cache, so predicted slow, so never picked, so no cache" while
    costing at most one request per starved pod per that many picks.
 6. Otherwise: the fastest feasible pod (ties: least recently picked).
+7. **Warm-up**: while the answers come from a model that has learned nothing yet
+   (`unlearned_versions`: our servers' cold-start prior, a fixed formula that charges every
+   queued prompt in full, cached prefix included, and 200 ms per queued request), they are
+   not a measurement of this pool: every pod counts as feasible, a prefix group is never
+   split, and "fastest" means the fewest prompt tokens in flight (the picker's own count,
+   as llm-d's token-load scorer uses), with rules 4-5 as above.
 
 State: the picker remembers when it last sent a request to each pod (by pod name), so one
 instance serves one pool. Deterministic: no random draw outside the composite fallback.
@@ -62,6 +64,8 @@ class _Option:
     pod: PodState
     prediction: Prediction
     tier: int  # 0: meets both SLOs, 1: TTFT only, 2: TPOT only, 3: neither
+    cost: float  # what "fastest" minimises: the predicted TTFT (warm-up: tokens in flight)
+    learned: bool  # False: the answer came from an unlearned model (warm-up)
 
 
 class LatencyFirstPicker:
@@ -105,8 +109,12 @@ class LatencyFirstPicker:
             return []
         out = []
         for index, (pod, p) in enumerate(zip(pods, predictions, strict=True)):
-            if p is not None:
-                out.append(_Option(index, pod, p, self._tier(request, pod, p)))
+            if p is None:
+                continue
+            if p.model_version in self.config.unlearned_versions:
+                out.append(_Option(index, pod, p, 0, float(pod.prefill_tokens_in_flight), False))
+            else:
+                out.append(_Option(index, pod, p, self._tier(request, pod, p), p.ttft_ms, True))
         return out
 
     def _tier(self, request: RequestInfo, pod: PodState, p: Prediction) -> int:
@@ -125,21 +133,20 @@ class LatencyFirstPicker:
         sticky = [o for o in feasible if o.pod.prefix_cache_score >= config.affinity_tau]
         if sticky:
             best_sticky = min(sticky, key=self._speed)
-            saving = best_sticky.prediction.ttft_ms - fastest.prediction.ttft_ms
-            unlearned = best_sticky.prediction.model_version in config.unlearned_versions
-            if unlearned or saving <= config.affinity_slack * best_sticky.prediction.ttft_ms:
+            saving = best_sticky.cost - fastest.cost
+            if not best_sticky.learned or saving <= config.affinity_slack * best_sticky.cost:
                 return best_sticky, "affinity"
             return fastest, "fastest"
         if any(pod.prefix_cache_score > 0 for pod in pods):
             return fastest, "fastest"
-        limit = fastest.prediction.ttft_ms * (1 + config.near_best) + config.near_best_ms
-        band = [o for o in feasible if o.prediction.ttft_ms <= limit]
+        limit = fastest.cost * (1 + config.near_best) + config.near_best_ms
+        band = [o for o in feasible if o.cost <= limit]
         starved = [o for o in feasible if self._starved(o.pod.name, len(pods))]
         chosen = min((*band, *starved), key=self._last)
         return chosen, "starved" if chosen not in band else "least_recent"
 
     def _speed(self, option: _Option) -> tuple[float, int]:
-        return option.prediction.ttft_ms, self._last(option)
+        return option.cost, self._last(option)
 
     def _last(self, option: _Option) -> int:
         return self._last_pick.get(option.pod.name, -1)

@@ -74,6 +74,21 @@ def test_the_cold_start_prior_never_splits_a_group() -> None:
     assert (got.index, got.rule) == (0, "affinity")
 
 
+def test_warm_up_ranks_by_prompt_tokens_in_flight_and_ignores_the_priors_slo_verdict() -> None:
+    # the prior predicts 900 ms everywhere (> the 500 ms SLO): not a verdict on this pool.
+    # tokens in flight 3000 / 500 / 520: band = 500 x 1.1 + 5 = 555 -> b and c, in turn
+    prior = [Prediction(900, 20, "cold-start-prior")] * 3
+    counts = (3000, 500, 520)
+    pods = [pod(name, prefill_tokens_in_flight=n) for name, n in zip("abc", counts, strict=True)]
+    picker = LatencyFirstPicker()
+    got = [picker.pick(SLO, pods, prior, RNG) for _ in range(4)]
+    assert [g.index for g in got] == [1, 2, 1, 2]
+    assert {g.rule for g in got} == {"least_recent"}  # no "_no_slo_met": all feasible
+    # once a learned model answers, its TTFT decides again: a (fastest) wins
+    learned = [Prediction(100, 20, "v7"), Prediction(400, 20, "v7"), Prediction(400, 20, "v7")]
+    assert picker.pick(SLO, pods, learned, RNG).index == 0
+
+
 def test_affinity_only_among_pods_meeting_the_slo() -> None:
     # a holds the prefix but is predicted to miss the 500 ms SLO; b meets it -> b
     pods = [pod("a", 0.95), pod("b", 0.0)]
