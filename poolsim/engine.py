@@ -12,6 +12,7 @@ least any pod would have given), measured before the request reaches the pod.
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import inspect
 import time
@@ -97,9 +98,12 @@ class Engine:
                     await self._pace(now)
                     await self._arrive(self.requests[index], now)
                     index += 1
-                if self.progress is not None and time.perf_counter() >= next_report:
-                    self.progress(now)
+                if time.perf_counter() >= next_report:
+                    if self.progress is not None:
+                        self.progress(now)
                     next_report = time.perf_counter() + 0.2
+                    # an unpaced run never waits otherwise: let the loop deliver a SIGTERM
+                    await asyncio.sleep(0)
         finally:
             await self.policy.close()
         return self._result(now)
@@ -109,8 +113,6 @@ class Engine:
             return
         ahead = now / self.speedup - (time.perf_counter() - self._wall0)
         if ahead > 0:
-            import asyncio
-
             await asyncio.sleep(ahead)
 
     async def _arrive(self, request: Request, now: float) -> None:
@@ -211,7 +213,5 @@ def simulate(
     **options: float | bool | Progress | None,
 ) -> RunResult:
     """Run one simulation to completion (asyncio.run around Engine.run)."""
-    import asyncio
-
     engine = Engine(requests, pods, hw, policy, **options)  # type: ignore[arg-type]
     return asyncio.run(engine.run())

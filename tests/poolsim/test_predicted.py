@@ -151,3 +151,23 @@ def test_sigterm_ends_the_run_and_every_server_it_started() -> None:
     assert b"every server it started was stopped" in err
     for pid in servers:
         assert not Path(f"/proc/{pid}").exists(), f"server {pid} outlived the run"
+
+
+def test_sigterm_ends_a_run_of_a_policy_without_a_predictor_promptly() -> None:
+    # unpaced runs never wait on the loop by themselves; the engine yields to it a few times
+    # a second so the signal handler runs within the policy's run, not after it
+    command = [sys.executable, "-m", "latency_cli", "simulate", "--workload", "chat"]
+    command += ["--pods", "8", "--duration", "600", "--policies", "oracle", "--no-progress"]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        time.sleep(3.0)  # inside the oracle's run (tens of seconds for 10 minutes of chat)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 143, err
+    assert took < 10.0, f"SIGTERM took {took:.1f} s to end the run"
