@@ -8,8 +8,11 @@ traffic it spreads a group over every pod that holds its prefix. The rules, in o
 
 1. **Predictor down** (no predictions): llm-d's composite score (free KV, queue shortness,
    prefix score) and its weighted-random pick, exactly as llm-d degrades.
-2. **Feasible tier**: pods predicted to meet both SLOs; else those meeting TTFT only; else
-   TPOT only; else all. A target without an SLO counts as met (llm-d counts it as 0 ms).
+2. **Feasible tier**: pods predicted to meet both SLOs; else those meeting the TTFT SLO;
+   else all. A target without an SLO counts as met (llm-d counts it as 0 ms). Meeting only
+   the TPOT SLO earns no preference: those are the pods with few running requests, often
+   behind a long queue of prompts, and a request sent there waits seconds for its first
+   token to save milliseconds per token.
 3. **Prefix affinity**: when a feasible pod holds the prompt's prefix (prefix score >=
    `affinity_tau`), the group stays there (the fastest such pod) unless a pod without the
    prefix is predicted faster by more than `affinity_slack` (a share of the sticky pod's
@@ -63,7 +66,7 @@ class _Option:
     index: int
     pod: PodState
     prediction: Prediction
-    tier: int  # 0: meets both SLOs, 1: TTFT only, 2: TPOT only, 3: neither
+    tier: int  # 0: meets both SLOs, 1: the TTFT SLO only, 2: not the TTFT SLO
     cost: float  # what "fastest" minimises: the predicted TTFT (warm-up: tokens in flight)
     learned: bool  # False: the answer came from an unlearned model (warm-up)
 
@@ -96,7 +99,7 @@ class LatencyFirstPicker:
         feasible = [o for o in options if o.tier == best_tier]
         chosen, rule = self._choose(feasible, pods)
         if best_tier:
-            rule += "_no_slo_met" if best_tier == 3 else "_slo_partly_met"
+            rule += "_ttft_slo_missed" if best_tier == 2 else "_tpot_slo_missed"
         return self._chosen(Pick(chosen.pod, chosen.index, chosen.prediction, 1.0, rule))
 
     def _options(
@@ -125,7 +128,7 @@ class LatencyFirstPicker:
             or pod.pod_type == "prefill"
             or p.tpot_ms <= buffered_tpot_slo(request, pod, self.config.slo_buffer_factor)
         )
-        return (0 if tpot_ok else 2) if ttft_ok else (1 if tpot_ok else 3)
+        return (0 if tpot_ok else 1) if ttft_ok else 2
 
     def _choose(self, feasible: list[_Option], pods: Sequence[PodState]) -> tuple[_Option, str]:
         config = self.config

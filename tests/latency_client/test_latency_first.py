@@ -36,10 +36,17 @@ def test_no_pod_meets_both_then_ttft_only_then_fastest_of_all() -> None:
     # nobody meets TPOT (90 > 50); b and c meet TTFT (450, 400 <= 500), a does not (600)
     # -> the faster of b and c: c
     got = LatencyFirstPicker().pick(SLO, pods, [p(600, 90), p(450, 90), p(400, 90)], RNG)
-    assert (got.index, got.rule) == (2, "fastest_slo_partly_met")
-    # nobody meets anything -> fastest overall, b
+    assert (got.index, got.rule) == (2, "fastest_tpot_slo_missed")
+    # nobody meets the TTFT SLO -> fastest overall, b
     got = LatencyFirstPicker().pick(SLO, pods, [p(900, 90), p(600, 90), p(700, 90)], RNG)
-    assert (got.index, got.rule) == (1, "fastest_no_slo_met")
+    assert (got.index, got.rule) == (1, "fastest_ttft_slo_missed")
+
+
+def test_meeting_only_the_tpot_slo_earns_no_preference() -> None:
+    # nobody meets TTFT; a meets TPOT (20 <= 50) but waits 3 s; b misses TPOT at 600 ms -> b
+    pods = [pod("a", 0.1), pod("b", 0.1)]
+    got = LatencyFirstPicker().pick(SLO, pods, [p(3000, 20), p(600, 90)], RNG)
+    assert (got.index, got.rule) == (1, "fastest_ttft_slo_missed")
 
 
 def test_an_absent_slo_counts_as_met() -> None:
