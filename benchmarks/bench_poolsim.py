@@ -30,8 +30,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.poolsim_goals import goal_check
-from benchmarks.poolsim_tables import served_table, slo_class_table, table
+from benchmarks.poolsim_goals import goal_check, summary_table
+from benchmarks.poolsim_tables import Doc, served_table, slo_class_table, table
 from poolsim.engine import Engine
 from poolsim.hardware import H200
 from poolsim.policies import make_policy
@@ -119,11 +119,13 @@ def compare(args: argparse.Namespace) -> None:
                 running.pop(0).wait(timeout=3600)
     for process in running:
         process.wait(timeout=3600)
+    runs: dict[str, list[Doc]] = {}
     for workload in args.workloads.split(","):
         docs = [
             json.loads((out / f"{workload}-seed{s}.json").read_text())
             for s in args.seeds.split(",")
         ]
+        runs[workload] = docs
         say(
             f"\n### {workload} ({args.pods} pods, {args.duration:g} s, seeds {args.seeds}; "
             f"{docs[0]['requests']:,} requests in seed {args.seeds.split(',')[0]})\n"
@@ -136,6 +138,8 @@ def compare(args: argparse.Namespace) -> None:
         ):
             if part:
                 say(f"\n{title}:\n\n{part}")
+    if all("latency-first" in docs[0]["policies"] for docs in runs.values()):
+        say(f"\n### The goal, per workload\n\n{summary_table(runs)}")
     say(f"uptime: {os.getloadavg()}")
 
 

@@ -32,27 +32,33 @@ def _overlap(a: list[float], b: list[float]) -> bool:
     return not (max(a) < min(b) or min(a) > max(b))
 
 
-def _headline(docs: list[Doc], label: str, path: tuple[str, ...], lower: bool) -> str:
+def _judge(docs: list[Doc], path: tuple[str, ...], lower: bool) -> tuple[str, str, str]:
+    """(best baseline, verdict, share of the gap to the oracle closed) for one figure."""
     present = [p for p in BASELINES if p in docs[0]["policies"]]
     base = {p: mean(docs, p, *path) for p in present}
     best = (min if lower else max)(base, key=lambda p: base[p])
     ours, oracle = mean(docs, OURS, *path), mean(docs, "oracle", *path)
-    ours_s, best_s = values(docs, OURS, *path), values(docs, best, *path)
-    oracle_s = values(docs, "oracle", *path)
+    best_s = values(docs, best, *path)
     better = all((ours < v) if lower else (ours > v) for v in base.values())
-    if _overlap(ours_s, best_s):
-        verdict = "tie (seed ranges overlap)"
-        verdict += ", allowed: the oracle ties it too" if _overlap(oracle_s, best_s) else ""
+    if _overlap(values(docs, OURS, *path), best_s):
+        allowed = _overlap(values(docs, "oracle", *path), best_s)
+        verdict = "tie, allowed (the oracle ties too)" if allowed else "tie, not allowed"
     else:
         verdict = "WIN" if better else "LOSS"
     gap = oracle - base[best]
-    closed = f"closes {(ours - base[best]) / gap:.0%} of the gap" if abs(gap) > 1e-9 else ""
+    closed = f"{(ours - base[best]) / gap:.0%}" if abs(gap) > 1e-9 else "-"
+    return best, verdict, closed
+
+
+def _headline(docs: list[Doc], label: str, path: tuple[str, ...], lower: bool) -> str:
+    best, verdict, closed = _judge(docs, path, lower)
     slo = label.startswith("SLO")
+    ours_s, best_s = values(docs, OURS, *path), values(docs, best, *path)
     return (
-        f"- {label}: {OURS} {_fmt(slo, ours)} ({_fmt(slo, min(ours_s))}-"
-        f"{_fmt(slo, max(ours_s))}), best baseline {best} {_fmt(slo, base[best])} "
-        f"({_fmt(slo, min(best_s))}-{_fmt(slo, max(best_s))}), oracle {_fmt(slo, oracle)}: "
-        f"{verdict}; {closed}"
+        f"- {label}: {OURS} {_fmt(slo, mean(docs, OURS, *path))} ({_fmt(slo, min(ours_s))}-"
+        f"{_fmt(slo, max(ours_s))}), best baseline {best} {_fmt(slo, mean(docs, best, *path))} "
+        f"({_fmt(slo, min(best_s))}-{_fmt(slo, max(best_s))}), oracle "
+        f"{_fmt(slo, mean(docs, 'oracle', *path))}: {verdict}; closes {closed} of the gap"
     )
 
 
@@ -101,3 +107,34 @@ def goal_check(docs: list[Doc]) -> str | None:
         _headline(docs, "SLO attainment", ("slo_attainment",), lower=False),
     ]
     return "\n".join(lines + _secondary(docs))
+
+
+def _cell(docs: list[Doc], policy: str, path: tuple[str, ...], slo: bool) -> str:
+    got = values(docs, policy, *path)
+    mean_ = statistics.mean(got)
+    if slo:
+        return f"{mean_:.1%} ({min(got):.1%}-{max(got):.1%})"
+    return f"{mean_:,.0f} ({min(got):,.0f}-{max(got):,.0f})"
+
+
+def summary_table(runs: dict[str, list[Doc]]) -> str:
+    """One line per workload: the best baseline (by mean TTFT p90), latency-first and the
+    oracle, TTFT p90 and SLO attainment with the seeds' ranges, and the verdicts."""
+    lines = [
+        "| workload | best baseline | its TTFT p90 ms | latency-first TTFT p90 ms "
+        "| oracle TTFT p90 ms | best baseline SLO met | latency-first SLO met | oracle SLO met "
+        "| verdict TTFT p90 / SLO |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    p90, slo = ("ttft_ms", "p90"), ("slo_attainment",)
+    for workload, docs in runs.items():
+        present = [p for p in BASELINES if p in docs[0]["policies"]]
+        best = min(present, key=lambda p: mean(docs, p, *p90))
+        verdicts = [_judge(docs, p90, lower=True)[1], _judge(docs, slo, lower=False)[1]]
+        lines.append(
+            f"| {workload} | {best} | {_cell(docs, best, p90, False)} "
+            f"| {_cell(docs, OURS, p90, False)} | {_cell(docs, 'oracle', p90, False)} "
+            f"| {_cell(docs, best, slo, True)} | {_cell(docs, OURS, slo, True)} "
+            f"| {_cell(docs, 'oracle', slo, True)} | {' / '.join(verdicts)} |"
+        )
+    return "\n".join(lines)
