@@ -157,10 +157,15 @@ def test_sigterm_ends_a_run_of_a_policy_without_a_predictor_promptly() -> None:
     # unpaced runs never wait on the loop by themselves; the engine yields to it a few times
     # a second so the signal handler runs within the policy's run, not after it
     command = [sys.executable, "-m", "latency_cli", "simulate", "--workload", "chat"]
-    command += ["--pods", "8", "--duration", "600", "--policies", "oracle", "--no-progress"]
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    command += ["--pods", "8", "--duration", "600", "--policies", "oracle"]
+    proc = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     try:
-        time.sleep(3.0)  # inside the oracle's run (tens of seconds for 10 minutes of chat)
+        assert proc.stderr is not None
+        # the progress bar's first line (every 10 % off a terminal): the run is under way
+        first = proc.stderr.readline()
+        assert "oracle" in first, first
         sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
