@@ -130,8 +130,9 @@ class LatencyFirstPicker:
     def _learned(self, version: str) -> bool:
         if version in self.config.unlearned_versions:
             return False
-        if version not in self._versions:
-            self._versions.add(version)
+        if len(self._versions) > self.config.warmup_models:
+            return True  # warm-up is over: stop collecting (a version every retrain)
+        self._versions.add(version)
         return len(self._versions) > self.config.warmup_models
 
     def _tier(self, request: RequestInfo, pod: PodState, p: Prediction) -> int:
