@@ -123,3 +123,42 @@ def test_a_mean_model_is_served_as_a_calibrated_p90() -> None:
     raw_coverage = fit.metrics["raw_coverage"]
     assert raw_coverage is not None and raw_coverage < 0.75
     assert fit.metrics["coverage"] == pytest.approx(0.9, abs=0.04)
+
+
+def drifting_tpot(n: int, seed: int) -> tuple[Columns, np.ndarray]:
+    """TPOT rows whose KV use grows with time (as a pool fills): the oldest 40 % decode
+    slowly (10 ms), the next 40 % fast (1 ms), the newest 20 % slowly again, after a change
+    the features do not show. Dealt-in-turn folds interpolate between neighbours in time,
+    so out of fold the trees look near perfect; fitted on the older rows, they carry the
+    fast band forward."""
+    columns, _ = rows_of(Target.TPOT, n, seed)
+    rng = np.random.default_rng(seed)
+    age = np.arange(n) / n
+    columns["kv_cache_percentage"] = age
+    slow = (age < 0.4) | (age >= 0.8)
+    return columns, np.where(slow, 10.0, 1.0) * rng.uniform(0.95, 1.05, n)
+
+
+@pytest.mark.parametrize("model_type", list(ModelType))
+def test_the_level_is_served_where_trees_lose_on_the_newest_rows(
+    model_type: ModelType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = settings(model_type=model_type)
+    columns, y = drifting_tpot(1500, 3)
+    fit = train_target(s, Target.TPOT, (columns, y), empty())
+    # Out of fold the trees win (they interpolate the bands) ...
+    trees = [name for name in fit.candidates if name.startswith("trees_")]
+    assert min(fit.candidates[t] for t in trees) < fit.candidates[P90.name]
+    # ... but fitted on the older rows they carry the fast band into the slow newest rows.
+    assert fit.choice == P90.name
+    # Without the forward check, out-of-fold loss alone would have served the trees.
+    monkeypatch.setattr("training_server.model_selection.MIN_FORWARD_ROWS", 10**9)
+    unchecked = train_target(s, Target.TPOT, (columns, y), empty())
+    assert unchecked.choice in trees
+
+
+@pytest.mark.parametrize("model_type", list(ModelType))
+def test_trees_stay_served_when_they_also_win_on_the_newest_rows(model_type: ModelType) -> None:
+    s = settings(model_type=model_type)
+    fit = train_target(s, Target.TPOT, rows_of(Target.TPOT, 1500, 4), empty())
+    assert fit.choice is not None and fit.choice.startswith("trees_")
