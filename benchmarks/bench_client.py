@@ -8,7 +8,7 @@ both prediction replicas up and with one of them killed.
 
 Setup: a training server and two prediction servers (LATENCY_WORKERS=1 each) on 127.0.0.1
 share a model directory and a SQLite store in a temp dir; the trainer is fed every row of
-../shared/data/traces through /add_training_data_bulk and the run waits until both
+benchmarks/traces/ through /add_training_data_bulk and the run waits until both
 predictors serve the model it publishes. With two CPUs or more, the servers are pinned to
 the first and this process (the router) to the second (os.sched_setaffinity), unless
 --no-pin: pinning isolates on a quiet machine, but on one that other jobs load it only
@@ -60,7 +60,7 @@ import httpx
 import orjson
 
 from benchmarks.bare_calls import bare_calls
-from benchmarks.traces import all_trace_rows
+from benchmarks.trace_files import all_trace_rows
 from latency_cli.processes import ServerProcess, free_port
 from latency_client import ClientConfig, PodState, PredictionUnavailable, PredictorClient
 from latency_client.picker import pick, prediction_rows

@@ -33,7 +33,7 @@ import numpy as np
 import orjson
 
 from benchmarks.bench_predict import pin, request_bytes, rss_mb
-from benchmarks.traces import all_trace_rows, prediction_rows, resample
+from benchmarks.trace_files import all_trace_rows, prediction_rows, resample
 from latency_cli.processes import ServerProcess, free_port
 from shared.decoding import decode_prediction_rows
 from shared.predictor import load_bundle

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from benchmarks.traces import all_trace_rows, prediction_rows, resample
+from benchmarks.trace_files import all_trace_rows, prediction_rows, resample
 from latency_cli.processes import ServerProcess, free_port
 from shared.backends import backend_for
 from shared.features import build_matrix, columns_from_dicts

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.traces import all_trace_rows, resample
+from benchmarks.trace_files import all_trace_rows, resample
 from shared.schemas import TrainingEntry
 from shared.settings import TrainingSettings
 from shared.targets import Target

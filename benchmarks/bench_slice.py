@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.traces import all_trace_rows, prediction_rows, resample
+from benchmarks.trace_files import all_trace_rows, prediction_rows, resample
 from latency_cli.processes import ServerProcess, free_port
 from shared.schemas import TrainingEntry
 from shared.settings import TrainingSettings

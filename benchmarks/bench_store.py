@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 from sqlalchemy import create_engine, text
 
-from benchmarks.traces import all_trace_rows, prediction_rows, resample
+from benchmarks.trace_files import all_trace_rows, prediction_rows, resample
 from latency_cli.processes import ServerProcess, free_port
 from latency_cli.synthetic import publish_trained_bundle
 from shared.schemas import TrainingEntry

@@ -19,7 +19,7 @@ import argparse
 
 import numpy as np
 
-from benchmarks.traces import load_trace
+from benchmarks.trace_files import load_trace
 from shared.targets import TARGETS
 from training_server.evaluation import pinball_loss
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.replay_metrics import TargetRecords, summarize_online
-from benchmarks.traces import prediction_rows
+from benchmarks.trace_files import prediction_rows
 from shared.backends import Backend, backend_for
 from shared.features import Columns, columns_from_dicts
 from shared.prior import prior_predict

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from benchmarks.traces import TRACE_DIR, load_trace
+from benchmarks.trace_files import TRACE_DIR, load_trace
 from latency_cli.processes import ServerProcess, free_port
 from shared.targets import Target
 

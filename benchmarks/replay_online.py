@@ -22,7 +22,7 @@ import numpy as np
 
 from benchmarks.replay_io import Progress, ServerPair, check_local, measures, server_env
 from benchmarks.replay_metrics import TargetRecords, summarize_online
-from benchmarks.traces import prediction_rows
+from benchmarks.trace_files import prediction_rows
 from shared.prior import PRIOR_VERSION
 from shared.targets import TARGETS, Target
 

@@ -30,7 +30,7 @@ import numpy as np
 import orjson
 
 from benchmarks.bench_predict import pin, rss_mb
-from benchmarks.traces import all_trace_rows, prediction_rows, resample
+from benchmarks.trace_files import all_trace_rows, prediction_rows, resample
 from latency_cli.processes import ServerProcess, free_port
 
 ACCEPTED = re.compile(r"Accepted (\d+) training samples")

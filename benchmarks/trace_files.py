@@ -1,4 +1,5 @@
-"""Load the recorded H200 traces (../shared/data/traces/*.jsonl) for benchmarks."""
+"""Load the recorded H200 traces (benchmarks/traces/*.jsonl, described in the README
+there) for benchmarks."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-TRACE_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
+TRACE_DIR = Path(__file__).resolve().parent / "traces"
 
 
 def load_trace(name: str) -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """The image's default command: start the server that SERVER_TYPE names.
 
 llm-d's Helm chart runs the same default command in every predictor container of the
-pod and tells each its role only through the environment (../shared/spec/llm-d-chart.md):
+pod and tells each its role only through the environment (docs/llm-d-chart.md):
 
     SERVER_TYPE=training, empty or unset   the training server (TRAINING_PORT, 8000)
     SERVER_TYPE=prediction-<n>             a prediction server (PREDICT_PORT, 8001)

@@ -1,4 +1,4 @@
-"""PredictorClient settings; the defaults are the llm-d EPP's (../shared/spec/picker.md)."""
+"""PredictorClient settings; the defaults are the llm-d EPP's (docs/picker.md)."""
 
 from __future__ import annotations
 

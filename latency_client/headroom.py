@@ -1,4 +1,4 @@
-"""Picker step 1 (../shared/spec/picker.md section 1): one prediction row per candidate pod,
+"""Picker step 1 (docs/picker.md section 1): one prediction row per candidate pod,
 and each pod's headroom against the request's SLOs."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """llm-d's predicted-latency scheduling in Python, as pure functions
-(../shared/spec/picker.md): producer rows and headroom, the prefix-affinity filter, the SLO
+(docs/picker.md): producer rows and headroom, the prefix-affinity filter, the SLO
 headroom tier filter, the latency scorer (composite fallback without predictions), the
 weighted-random pick and admission; `pick` runs the whole pipeline for one request.
 

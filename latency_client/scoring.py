@@ -1,4 +1,4 @@
-"""Picker steps 4 and 5 (../shared/spec/picker.md): the latency scorer, its composite
+"""Picker steps 4 and 5 (docs/picker.md): the latency scorer, its composite
 fallback when there are no predictions, and the weighted-random pick."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 # One /predict/bulk/strict row or one training entry, as the wire contract spells it
-# (../shared/spec/api.md section 2). Any mapping works; it is sent as a JSON object.
+# (docs/api.md section 2). Any mapping works; it is sent as a JSON object.
 Row = Mapping[str, object]
 
 

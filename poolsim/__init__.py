@@ -14,7 +14,7 @@ and `served`), `metrics`, `report`, `progress`, `command`, and `calibrate`.
 Calibration (run once, before any policy was compared; constants fixed after)
 -----------------------------------------------------------------------------
 `python -m poolsim.calibrate --fit` rebuilds, for each row of the two H200 traces
-(../shared/data/traces), the pod state the row records (queued prompts, decoding requests
+(benchmarks/traces/), the pod state the row records (queued prompts, decoding requests
 holding the recorded KV share, a closed background that keeps the load at that level),
 serves the row's request on it, and compares the simulated TTFT or TPOT with the recorded
 one by medians per trace, target and prompt-length band (calibrate.py says exactly how).

@@ -44,7 +44,7 @@ class Hardware:
         return self.kv_blocks * self.block_size
 
 
-# Calibrated once against ../shared/data/traces (Qwen3-32B on one H200, streaming
+# Calibrated once against benchmarks/traces/ (Qwen3-32B on one H200, streaming
 # completions) by `python -m poolsim.calibrate --fit`; figures in benchmarks/README.md.
 # Fixed after: no constant here was changed after a policy comparison.
 H200 = Hardware(

@@ -34,7 +34,8 @@ from poolsim.pod import Pod
 from poolsim.request import Request
 from poolsim.sequence import Seq
 
-TRACE_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
+# The recorded traces shipped with the benchmarks (benchmarks/traces/README.md).
+TRACE_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "traces"
 TRACES = ("sharegpt-h200", "chatbot-synthetic-h200")
 MAX_SIM_S = 1200.0
 

@@ -1,4 +1,4 @@
-"""Wire models for every route of the contract (../shared/spec/api.md).
+"""Wire models for every route of the contract (docs/api.md).
 
 Requests ignore unknown fields; responses may carry extra fields (we add `model_version`).
 """

@@ -1,11 +1,11 @@
 """Settings from the environment (pydantic-settings). Nothing is built at import time.
 
 Every setting is read from LATENCY_<FIELD NAME> (LATENCY_DB_URL for `db_url`), except the
-names operators already set for the llm-d predictor (../shared/spec/api.md section 7) and
+names operators already set for the llm-d predictor (docs/api.md section 7) and
 the bind addresses, which are explicit aliases (`_unprefixed`). Settings validate
 themselves when built: a half-configured TLS pair is refused at start-up.
 
-Run by llm-d's Helm chart (../shared/spec/llm-d-chart.md), a server is told only llm-d's
+Run by llm-d's Helm chart (docs/llm-d-chart.md), a server is told only llm-d's
 names; what ours leave unset is derived from them (`derived`, logged once at start-up):
 the directories from LATENCY_TTFT_MODEL_PATH / LOCAL_TTFT_MODEL_PATH, the worker count
 from UVICORN_WORKERS, and whether a prediction server mirrors bundles from the trainer.

@@ -3,7 +3,7 @@
 `ttft.joblib` and `tpot.joblib` are what an llm-d prediction server downloads from
 `/model/{ttft,tpot}/download` and joblib-loads: scikit-learn-API XGBoost (or LightGBM)
 regressors that predict milliseconds from a pandas frame with llm-d's feature columns, in
-llm-d's names, dtypes and order (../shared/spec/api.md section 5, as the llm-d prediction
+llm-d's names, dtypes and order (docs/api.md section 5, as the llm-d prediction
 server builds its frame). They let a fleet move one server at a time: our trainer feeding
 old prediction servers. Pickles run code when loaded, so they are off by default, and this
 project only ever writes them: nothing here (or anywhere in it) loads one.

@@ -1,5 +1,5 @@
 """llm-d's router chart's EPP pod, as processes: what the chart gives each predictor
-container (../shared/spec/llm-d-chart.md) and what our image gives it (the Containerfile's
+container (docs/llm-d-chart.md) and what our image gives it (the Containerfile's
 ENV and CMD, read from the file), with a directory of its own standing for each volume.
 
 Each container gets three directories: `volume` (its emptyDir, /models or /server_models),

@@ -90,7 +90,7 @@ _UNDESCRIBED: dict[str, Any] = {"application/json": {"schema": {}}}
 def supplement(
     spec: dict[str, Any], documented: dict[tuple[str, str], dict[str, Any]]
 ) -> dict[str, Any]:
-    """`spec` plus what the wire contract (../shared/spec/api.md) and the code say about a
+    """`spec` plus what the wire contract (docs/api.md) and the code say about a
     route but its declaration does not (yet). What the app documents itself wins, so each
     entry turns into a no-op once its route declares it; the report names the fixes.
 

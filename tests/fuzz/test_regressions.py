@@ -1,5 +1,5 @@
 """Each defect the fuzzing found, pinned on the real apps: the input, and the answer the
-contract (../shared/spec/api.md section 2) asks for instead of what the servers gave.
+contract (docs/api.md section 2) asks for instead of what the servers gave.
 
 Defects whose fix belongs in files this suite may not change are pinned as strict xfails:
 once fixed they pass, and the xfail marker must go (the reason names the fix)."""

@@ -33,7 +33,7 @@ from training_server.app import create_app
 
 NOT_FOUND = json_response("Not found: no such model, or none published yet")
 
-# What the contract (../shared/spec/api.md section 4) and the routes' code answer but their
+# What the contract (docs/api.md section 4) and the routes' code answer but their
 # declarations in training_server/routes/ do not document. The report to the team lead
 # gives the `responses=` / `openapi_extra=` / `route_class=` lines for each; once there,
 # the entry here changes nothing (see supplement()).

@@ -23,7 +23,7 @@ VALUES = Path(__file__).resolve().parents[2] / "k8s" / "llm-d" / "values.yaml"
 ROOT = "router.latencyPredictor"
 SERVERS = ("trainingServer", "predictionServers")
 
-# The chart's values under router.latencyPredictor, as ../shared/spec/llm-d-chart.md lists
+# The chart's values under router.latencyPredictor, as docs/llm-d-chart.md lists
 # them (it summarises llm-d-router's config/charts/routerlib/values.yaml and
 # templates/_latency-predictor.tpl; `resources` is that file's name for the requests and
 # limits the spec quotes). A key ending in ".*" is a map whose keys are free: the ConfigMap

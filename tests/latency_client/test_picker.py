@@ -1,5 +1,5 @@
 """latency_client.picker against hand-worked cases for every rule of
-../shared/spec/picker.md. Expected numbers are worked out in the comments, not computed by
+docs/picker.md. Expected numbers are worked out in the comments, not computed by
 the functions under test."""
 
 from __future__ import annotations

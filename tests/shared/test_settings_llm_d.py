@@ -1,5 +1,5 @@
 """Settings derived from the variables llm-d's Helm chart sets, when ours are unset
-(../shared/spec/llm-d-chart.md): directories from LATENCY_TTFT_MODEL_PATH and
+(docs/llm-d-chart.md): directories from LATENCY_TTFT_MODEL_PATH and
 LOCAL_TTFT_MODEL_PATH, workers from UVICORN_WORKERS, and where a prediction server's bundles
 come from (the trainer publishing into its directory, or mirrored over HTTP)."""
 

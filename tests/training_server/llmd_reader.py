@@ -1,7 +1,7 @@
 """An old llm-d prediction server's side of the legacy model files, in its own process.
 
 It joblib-loads ttft.joblib and tpot.joblib, as such a server does with what it downloads,
-builds the feature frame from request rows the way ../shared/spec/api.md section 5 gives it
+builds the feature frame from request rows the way docs/api.md section 5 gives it
 (llm-d's column names, their order and dtypes: counts int64, fractions float64, the prefix
 bucket and pod type as pandas categoricals, any unknown pod type missing), and prints
 {"ttft": [ms, ...], "tpot": [ms, ...]}. Written from the spec, apart from the trainer's own
