@@ -61,7 +61,7 @@ import orjson
 
 from benchmarks.bare_calls import bare_calls
 from benchmarks.trace_files import all_trace_rows
-from latency_cli.processes import ServerProcess, free_port
+from devkit.processes import ServerProcess, free_port
 from latency_client import ClientConfig, PodState, PredictionUnavailable, PredictorClient
 from latency_client.picker import pick, prediction_rows
 from latency_client.stats import percentiles

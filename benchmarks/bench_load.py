@@ -34,7 +34,7 @@ import orjson
 
 from benchmarks.bench_predict import pin, request_bytes, rss_mb
 from benchmarks.trace_files import all_trace_rows, prediction_rows, resample
-from latency_cli.processes import ServerProcess, free_port
+from devkit.processes import ServerProcess, free_port
 from shared.decoding import decode_prediction_rows
 from shared.predictor import load_bundle
 from shared.targets import TARGETS

@@ -34,7 +34,7 @@ import numpy as np
 import orjson
 
 from benchmarks.trace_files import all_trace_rows, prediction_rows, resample
-from latency_cli.processes import ServerProcess, free_port
+from devkit.processes import ServerProcess, free_port
 from shared.backends import backend_for
 from shared.features import build_matrix, columns_from_dicts
 from shared.predictor import LoadedBundle, load_current_bundle

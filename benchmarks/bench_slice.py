@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks.trace_files import all_trace_rows, prediction_rows, resample
-from latency_cli.processes import ServerProcess, free_port
+from devkit.processes import ServerProcess, free_port
 from shared.schemas import TrainingEntry
 from shared.settings import TrainingSettings
 from training_server.db import make_engine

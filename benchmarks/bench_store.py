@@ -25,8 +25,8 @@ import httpx
 from sqlalchemy import create_engine, text
 
 from benchmarks.trace_files import all_trace_rows, prediction_rows, resample
-from latency_cli.processes import ServerProcess, free_port
-from latency_cli.synthetic import publish_trained_bundle
+from devkit.processes import ServerProcess, free_port
+from devkit.synthetic import publish_trained_bundle
 from shared.schemas import TrainingEntry
 from shared.targets import Target
 from training_server.db import make_engine

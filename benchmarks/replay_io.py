@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from benchmarks.trace_files import TRACE_DIR, load_trace
-from latency_cli.processes import ServerProcess, free_port
+from devkit.processes import ServerProcess, free_port
 from shared.targets import Target
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}

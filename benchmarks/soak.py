@@ -31,7 +31,7 @@ import orjson
 
 from benchmarks.bench_predict import pin, rss_mb
 from benchmarks.trace_files import all_trace_rows, prediction_rows, resample
-from latency_cli.processes import ServerProcess, free_port
+from devkit.processes import ServerProcess, free_port
 
 ACCEPTED = re.compile(r"Accepted (\d+) training samples")
 SEED_ROWS = 25_000

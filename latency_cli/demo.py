@@ -14,8 +14,8 @@ from pathlib import Path
 
 import httpx
 
-from latency_cli.processes import ServerExited, ServerProcess
-from latency_cli.synthetic import prediction_row, synthetic_row
+from devkit.processes import ServerExited, ServerProcess
+from devkit.synthetic import prediction_row, synthetic_row
 
 SHORT = prediction_row(input_token_length=100)
 LONG = prediction_row(input_token_length=8000, num_request_waiting=2)

@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from latency_cli.processes import ServerProcess, free_port
+from devkit.processes import ServerProcess, free_port
 
 RETRAIN_INTERVAL_S = 10.0  # the trainer's default, in real (simulated) seconds
 SYNC_INTERVAL_S = 1.0  # the prediction servers' model sync and the live calibration's

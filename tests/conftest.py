@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
-from latency_cli.synthetic import publish_trained_bundle
+from devkit.synthetic import publish_trained_bundle
 from shared.settings import ModelType, ObjectiveType, TrainingSettings
 from shared.targets import Target
 from tests.postgres_server import EmbeddedPostgres, answers, start_embedded

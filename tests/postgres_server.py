@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psycopg
 
-from latency_cli.processes import free_port
+from devkit.processes import free_port
 
 PG_USER = "latency-pg"  # the system user the embedded server runs as when we are root
 START_TIMEOUT_S = 60

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 
-import migrations
+
+def scripts_folder() -> Path:
+    """Where the `migrations` package (Alembic's env.py and versions) is installed. Found,
+    not imported: its env.py imports this package's tables, so it sits above us."""
+    spec = find_spec("migrations")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("the migrations package is not installed beside training_server")
+    return Path(spec.origin).parent
 
 
 def alembic_config(url: str) -> Config:
     config = Config()
-    config.set_main_option("script_location", str(Path(migrations.__file__).parent))
+    config.set_main_option("script_location", str(scripts_folder()))
     # ConfigParser treats % as interpolation; URLs may carry escaped characters.
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return config

@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from latency_cli.processes import ServerProcess
+from devkit.processes import ServerProcess
 
 CONTAINERFILE = Path(__file__).resolve().parents[2] / "Containerfile"
 # The chart's trainingServer.config and predictionServers.config defaults (spec), with the

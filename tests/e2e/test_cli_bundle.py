@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from latency_cli.processes import ServerProcess, free_port
-from latency_cli.synthetic import prediction_row
+from devkit.processes import ServerProcess, free_port
+from devkit.synthetic import prediction_row
 from tests.e2e.test_cli_status import cli, server_env, started, train
 
 ROW = prediction_row(input_token_length=1200, num_request_waiting=2, num_request_running=9)

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from latency_cli.processes import ServerProcess, free_port
-from latency_cli.synthetic import prediction_row
+from devkit.processes import ServerProcess, free_port
+from devkit.synthetic import prediction_row
 from tests.e2e.test_cli_status import cli, trained_cluster
 
 ROW = prediction_row(

@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from latency_cli.processes import ServerProcess, free_port
-from latency_cli.synthetic import synthetic_rows
+from devkit.processes import ServerProcess, free_port
+from devkit.synthetic import synthetic_rows
 
 ROWS = 600
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import httpx
 
-from latency_cli.processes import ServerProcess, free_port
-from latency_cli.synthetic import synthetic_rows
+from devkit.processes import ServerProcess, free_port
+from devkit.synthetic import synthetic_rows
 
 TOKEN = "cli-token"
 

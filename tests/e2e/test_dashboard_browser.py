@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from latency_cli.processes import ServerProcess, free_port
-from latency_cli.synthetic import synthetic_rows
+from devkit.processes import ServerProcess, free_port
+from devkit.synthetic import synthetic_rows
 
 CHROMIUM = "/usr/bin/chromium"
 SKIP_BROWSER = os.environ.get("LATENCY_TEST_SKIP_BROWSER") == "1"

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from latency_cli.processes import free_port
+from devkit.processes import free_port
 
 
 def test_demo_serves_a_retrained_model_and_stops_its_servers(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 
 import httpx
 
-from latency_cli.processes import ServerProcess, free_port
-from latency_cli.synthetic import prediction_row, synthetic_rows
+from devkit.processes import ServerProcess, free_port
+from devkit.synthetic import prediction_row, synthetic_rows
 
 T = TypeVar("T")
 

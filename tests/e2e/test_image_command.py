@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from latency_cli.processes import ServerProcess, free_port
+from devkit.processes import ServerProcess, free_port
 from latency_cli.serve import ServerKind, UnknownServerType, server_kind
 from tests.e2e.chart_pod import image_command, image_env
 

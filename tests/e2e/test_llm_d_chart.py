@@ -32,8 +32,8 @@ from typing import Any
 import httpx
 import pytest
 
-from latency_cli.processes import ServerProcess, free_port
-from latency_cli.synthetic import prediction_row, synthetic_rows
+from devkit.processes import ServerProcess, free_port
+from devkit.synthetic import prediction_row, synthetic_rows
 from shared.settings import LLM_D_HOME
 from tests.e2e.chart_pod import (
     Container,

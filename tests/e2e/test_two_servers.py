@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from latency_cli.processes import ServerProcess, free_port
-from latency_cli.synthetic import prediction_row, synthetic_rows
+from devkit.processes import ServerProcess, free_port
+from devkit.synthetic import prediction_row, synthetic_rows
 
 BATCH = 200
 SHORT = prediction_row(input_token_length=50)

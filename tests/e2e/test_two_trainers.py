@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from latency_cli.processes import ServerProcess, free_port
-from latency_cli.synthetic import synthetic_rows
+from devkit.processes import ServerProcess, free_port
+from devkit.synthetic import synthetic_rows
 from shared.artifact import read_current_version
 
 pytestmark = pytest.mark.postgres

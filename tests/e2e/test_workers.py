@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from latency_cli.processes import ServerProcess, free_port
+from devkit.processes import ServerProcess, free_port
 from tests.conftest import publish_trained_bundle
 
 

@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 import httpx
 
-from latency_cli.processes import ServerProcess, free_port
-from latency_cli.synthetic import synthetic_rows
+from devkit.processes import ServerProcess, free_port
+from devkit.synthetic import synthetic_rows
 from shared.predictor import load_current_bundle
 
 T = TypeVar("T")

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from latency_cli.processes import ServerProcess, free_port
+from devkit.processes import ServerProcess, free_port
 from shared.artifact import MANIFEST, bundle_dir_for, publish_pointer
 from tests.conftest import publish_trained_bundle
 from tests.faults.helpers import answer, metric, present_metric, wait_until

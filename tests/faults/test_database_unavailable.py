@@ -27,7 +27,7 @@ import httpx
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from latency_cli.processes import ServerProcess
+from devkit.processes import ServerProcess
 from shared.artifact import read_current_version
 from shared.schemas import TrainingEntry
 from tests.conftest import PG_URL

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from latency_cli.processes import ServerProcess, free_port
+from devkit.processes import ServerProcess, free_port
 from tests.faults.helpers import (
     answer,
     data_status,

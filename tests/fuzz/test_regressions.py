@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from latency_cli.synthetic import prediction_row, synthetic_rows
+from devkit.synthetic import prediction_row, synthetic_rows
 from prediction_server.app import create_app as create_prediction_app
 from shared.schemas import COUNT_MAX
 from shared.settings import PredictionSettings

@@ -18,7 +18,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from latency_cli.synthetic import synthetic_rows
+from devkit.synthetic import synthetic_rows
 from shared.settings import ModelType, TrainingSettings
 from tests.conftest import training_settings
 from tests.fuzz.harness import (

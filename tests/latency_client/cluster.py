@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from latency_cli.processes import ServerProcess, free_port
+from devkit.processes import ServerProcess, free_port
 
 
 def cluster_env(tmp_path: Path) -> dict[str, str]:

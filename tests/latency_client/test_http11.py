@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import pytest
 
-from latency_cli.processes import ServerProcess, free_port
+from devkit.processes import ServerProcess, free_port
 from latency_client import PredictionUnavailable, PredictorClient
 from latency_client.http11 import Http11Pool, HttpError
 from tests.e2e.test_tls_and_token import self_signed

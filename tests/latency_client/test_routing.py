@@ -7,7 +7,7 @@ import asyncio
 import random
 from pathlib import Path
 
-from latency_cli.processes import free_port
+from devkit.processes import free_port
 from latency_client import (
     PodState,
     Prediction,

@@ -12,7 +12,7 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Column, Engine, Integer, MetaData, inspect, select, text
 
-from latency_cli.synthetic import synthetic_rows
+from devkit.synthetic import synthetic_rows
 from shared.schemas import TrainingEntry
 from training_server.db import make_engine
 from training_server.migrate import alembic_config, downgrade, upgrade

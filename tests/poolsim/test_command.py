@@ -139,7 +139,7 @@ def test_usage_errors_exit_2_and_say_why() -> None:
 def test_predicted_latency_at_an_unreachable_predictor_falls_back_and_says_so(
     tmp_path: Path,
 ) -> None:
-    from latency_cli.processes import free_port
+    from devkit.processes import free_port
 
     nowhere = f"http://127.0.0.1:{free_port()}"
     out = tmp_path / "sim.json"

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from latency_cli.processes import free_port
+from devkit.processes import free_port
 from latency_client import PickerConfig
 from poolsim.engine import Engine
 from poolsim.hardware import H200

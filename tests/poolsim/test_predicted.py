@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from latency_cli.processes import free_port
+from devkit.processes import free_port
 from poolsim.engine import Engine, Progress, RunResult
 from poolsim.hardware import H200
 from poolsim.policy_api import PolicyOptions

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 
-from latency_cli.processes import ServerProcess, free_port
-from latency_cli.synthetic import prediction_row, publish_trained_bundle
+from devkit.processes import ServerProcess, free_port
+from devkit.synthetic import prediction_row, publish_trained_bundle
 
 
 def mapped_libraries(pid: int) -> str:

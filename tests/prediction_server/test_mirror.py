@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from latency_cli.synthetic import publish_trained_bundle
+from devkit.synthetic import publish_trained_bundle
 from prediction_server.mirror import import_mirrored
 from shared.archive import pack_bundle
 from shared.artifact import bundle_dir_for, read_current_version

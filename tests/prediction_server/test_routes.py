@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from latency_cli.synthetic import prediction_row
+from devkit.synthetic import prediction_row
 from shared.artifact import Manifest, bundle_dir_for, new_version, write_bundle
 from shared.decoding import decode_prediction_rows
 from shared.features import build_matrix

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from latency_cli.synthetic import synthetic_rows
+from devkit.synthetic import synthetic_rows
 from shared.archive import METADATA, import_bundle, pack_bundle, pack_files
 from shared.artifact import (
     MANIFEST,

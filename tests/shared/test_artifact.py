@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import xgboost as xgb
 
-from latency_cli.synthetic import synthetic_rows
+from devkit.synthetic import synthetic_rows
 from shared.artifact import (
     MANIFEST,
     BundleError,

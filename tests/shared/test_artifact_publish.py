@@ -10,7 +10,7 @@ from typing import Any
 import lightgbm as lgb
 import numpy as np
 
-from latency_cli.synthetic import synthetic_rows
+from devkit.synthetic import synthetic_rows
 from shared.artifact import (
     CURRENT_POINTER,
     MANIFEST,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from latency_cli.synthetic import prediction_row, synthetic_rows
+from devkit.synthetic import prediction_row, synthetic_rows
 from shared.decoding import decode_prediction_rows
 from shared.features import (
     FEATURES,

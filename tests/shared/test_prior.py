@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from latency_cli.synthetic import synthetic_rows
+from devkit.synthetic import synthetic_rows
 from shared.decoding import decode_prediction_rows
 from shared.features import FEATURES, feature_names
 from shared.prior import PRIOR_INTERCEPTS, PRIOR_WEIGHTS, prior_importances, prior_predict

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from latency_cli.synthetic import synthetic_rows
+from devkit.synthetic import synthetic_rows
 from prediction_server.app import create_app
 from shared.artifact import Manifest, TargetManifest, new_version, write_bundle
 from shared.backends import FitParams, backend_for

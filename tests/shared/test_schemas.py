@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from latency_cli.synthetic import prediction_row
+from devkit.synthetic import prediction_row
 from shared.schemas import PredictionRequest, TrainingEntry
 
 REQUIRED_PREDICTION_FIELDS = (

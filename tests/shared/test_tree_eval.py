@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import xgboost as xgb
 
-from latency_cli.synthetic import synthetic_rows
+from devkit.synthetic import synthetic_rows
 from shared.backends import BACKENDS, FitParams
 from shared.decoding import decode_prediction_rows
 from shared.features import build_matrix

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from latency_cli.synthetic import synthetic_rows
+from devkit.synthetic import synthetic_rows
 from shared.artifact import read_current_version
 from shared.predictor import LoadedBundle
 from shared.schemas import TrainingEntry

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from latency_cli.synthetic import synthetic_rows
+from devkit.synthetic import synthetic_rows
 from shared.artifact import bundle_dir_for, read_current_version, read_manifest, sha256_file
 from shared.decoding import decode_prediction_rows
 from shared.prior import prior_predict

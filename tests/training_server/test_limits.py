@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.types import ASGIApp
 
-from latency_cli.synthetic import synthetic_rows
+from devkit.synthetic import synthetic_rows
 from shared.web.limits import RequestLimits
 from tests.apps import app_of
 from tests.training_server.conftest import OpenClient

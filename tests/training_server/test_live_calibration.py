@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from latency_cli.synthetic import synthetic_rows
+from devkit.synthetic import synthetic_rows
 from shared.live_calibration import (
     MAX_LIVE_LOG_OFFSET,
     LiveCalibrationReader,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from latency_cli.synthetic import synthetic_rows
+from devkit.synthetic import synthetic_rows
 from tests.training_server.conftest import ingest, train
 from training_server.metrics import TrainingMetrics
 

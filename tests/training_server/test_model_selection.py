@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from latency_cli.synthetic import synthetic_rows
+from devkit.synthetic import synthetic_rows
 from shared.backends import backend_for
 from shared.features import Columns, columns_from_dicts
 from shared.settings import Calibration, ModelType, TrainingSettings

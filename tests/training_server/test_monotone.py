@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from latency_cli.synthetic import prediction_row, synthetic_rows
+from devkit.synthetic import prediction_row, synthetic_rows
 from shared.backends import BACKENDS, FitParams
 from shared.features import Columns, columns_from_dicts, feature_names, monotone_constraints
 from shared.settings import ModelType, ObjectiveType

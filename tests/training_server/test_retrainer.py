@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from latency_cli.synthetic import synthetic_row, synthetic_rows
+from devkit.synthetic import synthetic_row, synthetic_rows
 from shared.artifact import read_current_version
 from shared.features import columns_from_dicts
 from shared.predictor import LoadedBundle, load_current_bundle

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from latency_cli.synthetic import prediction_row, synthetic_rows
+from devkit.synthetic import prediction_row, synthetic_rows
 from shared.backends import XGBoostBackend
 from shared.features import feature_names
 from shared.prior import prior_importances

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from latency_cli.synthetic import prediction_row, synthetic_rows
+from devkit.synthetic import prediction_row, synthetic_rows
 from shared.artifact import read_current_version
 from shared.features import feature_names
 from shared.settings import TrainingSettings

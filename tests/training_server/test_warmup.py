@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from latency_cli.synthetic import synthetic_rows
+from devkit.synthetic import synthetic_rows
 from shared.schemas import TrainingEntry
 from tests.conftest import training_settings
 from tests.slots import RecordingSlot
