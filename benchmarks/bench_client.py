@@ -39,7 +39,7 @@ Figures (milliseconds, p50/p99 over the cell's picks):
   prediction and fell back to the composite score), failovers.
 - client_cpu_percent (this process, one core = 100) and servers_cpu_percent (the three
   servers together, from /proc): where a cell saturates.
-Targets (issue 16): client_added p99 <= 1 ms at 500 picks/s; >= 5 merged callers per call
+Targets (the client's goals): client_added p99 <= 1 ms at 500 picks/s; >= 5 merged callers per call
 at 2,000 picks/s; 0 failed picks with one replica down. Timings are only as quiet as the
 machine: the output carries the load averages before and after.
 """
@@ -60,6 +60,7 @@ import httpx
 import orjson
 
 from benchmarks.bare_calls import bare_calls
+from benchmarks.common import allowed_cpus, cpu_seconds, pin, say
 from benchmarks.trace_files import all_trace_rows
 from devkit.processes import ServerProcess, free_port
 from latency_client import ClientConfig, PodState, PredictionUnavailable, PredictorClient
@@ -70,18 +71,6 @@ from latency_client.types import RequestInfo
 WARMUP_S = 1.0
 DRAIN_S = 10.0
 POD_SETS = 20
-
-
-def pin(pid: int, cpus: list[int]) -> None:
-    """Every thread of `pid` onto `cpus`. (bench_predict has the same; importing it would
-    load numpy, XGBoost and the servers into this process, which a router never has and
-    whose heap the garbage collector would then walk.)"""
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        os.sched_setaffinity(int(task.name), cpus)
-
-
-def say(text: str = "") -> None:
-    print(text, flush=True)
 
 
 @dataclass
@@ -171,12 +160,6 @@ async def drive(
 def pct(values: list[float]) -> dict[str, float]:
     found = percentiles(values)
     return {"p50": round(found["p50"], 3), "p99": round(found["p99"], 3)} if found else {}
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all its threads) from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def series(latency_ms: dict[str, dict[str, float]], name: str) -> dict[str, float]:
@@ -270,7 +253,7 @@ def start_servers(workdir: Path) -> tuple[ServerProcess, list[ServerProcess]]:
 
 
 def pin_all(servers: list[ServerProcess]) -> dict[str, list[int]]:
-    cpus = sorted(os.sched_getaffinity(0))
+    cpus = allowed_cpus()
     if len(cpus) < 2:
         return {"servers": cpus, "client": cpus}
     for server in servers:
@@ -356,7 +339,7 @@ def targets(result: dict[str, Any], rates: list[float]) -> dict[str, Any]:
     return found
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--seconds", type=float, default=5.0)
@@ -380,6 +363,11 @@ def main() -> None:
     )
     args = parser.parse_args()
     args.rates = [float(r) for r in args.rates.split(",")]
+    return args
+
+
+def main() -> None:
+    args = parse_args()
     trace = all_trace_rows()
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-client-") as tmp:

@@ -25,6 +25,8 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,7 @@ import httpx
 import numpy as np
 import orjson
 
-from benchmarks.bench_predict import pin, request_bytes, rss_mb
+from benchmarks.common import pin, read_response, request_bytes, rss_mb, say, split_cpus
 from benchmarks.trace_files import all_trace_rows, prediction_rows, resample
 from devkit.processes import ServerProcess, free_port
 from shared.decoding import decode_prediction_rows
@@ -41,10 +43,6 @@ from shared.targets import TARGETS
 
 CONNECTIONS = 32
 PROCESSING_VERSION = re.compile(rb'"model_version":"([^"]+)"}$')
-
-
-def say(text: str = "") -> None:
-    print(text, flush=True)
 
 
 async def fire(
@@ -63,11 +61,7 @@ async def fire(
                 if due < 0:
                     return
                 writer.write(request)
-                head = await reader.readuntil(b"\r\n\r\n")
-                length_field = re.search(rb"(?i)content-length: *(\d+)", head)
-                assert length_field is not None, head
-                length = int(length_field.group(1))
-                body = await reader.readexactly(length)
+                head, body = await read_response(reader)
                 status = int(head.split(b" ", 2)[1])
                 answers.append(((time.perf_counter() - due) * 1000.0, status, body))
         finally:
@@ -132,83 +126,116 @@ def near_swaps(
     return near
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rate", type=float, default=200.0, help="100-row calls per second")
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--idle-seconds", type=float, default=10.0)
-    args = parser.parse_args()
-    trace = all_trace_rows()
-    rows = prediction_rows(resample(trace, 100, seed=11))
-    cpus = sorted(os.sched_getaffinity(0))
-    with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
-        workdir = Path(tmp)
-        env = {
-            "LATENCY_DB_URL": f"sqlite:///{workdir / 'store.db'}",
-            "LATENCY_MODEL_DIR": str(workdir / "models"),
-            "LATENCY_WORKERS": "1",
-            "LATENCY_RETRAINING_INTERVAL_SEC": "10",
-            "MODEL_SYNC_INTERVAL_SEC": "1",
-            "LATENCY_KEEP_MODEL_VERSIONS": "50",
-        }
-        trainer = ServerProcess("training_server", free_port(), env, workdir / "training.log")
-        predictor = ServerProcess("prediction_server", free_port(), env, workdir / "prediction.log")
-        try:
-            trainer.start()
-            predictor.start()
-            pin(predictor.pid, cpus[:1])
-            pin(trainer.pid, cpus[1:] or cpus[:1])
-            pin(os.getpid(), cpus[1:] or cpus[:1])
-            client = httpx.Client(timeout=30, trust_env=False)
-            client.post(
-                f"{trainer.url}/add_training_data_bulk",
-                json={"entries": resample(trace, 5_000, seed=1)},
-            ).raise_for_status()
-            client.post(f"{trainer.url}/retrain").raise_for_status()
-            deadline = time.monotonic() + 30
-            while client.get(f"{predictor.url}/status").json()["cold_start"]:
-                if time.monotonic() > deadline:
-                    raise TimeoutError("the first bundle was not served")
-                time.sleep(0.2)
-            request = request_bytes(predictor.port, orjson.dumps({"requests": rows}))
-            asyncio.run(fire(predictor.port, request, args.rate, 3.0, []))  # warm-up, unscored
-            idle: list[tuple[float, int, bytes]] = []
-            rss = [rss_mb(predictor.pid)]
-            asyncio.run(fire(predictor.port, request, args.rate, args.idle_seconds, idle))
-            rss.append(rss_mb(predictor.pid))
-            loaded: list[tuple[float, int, bytes]] = []
-            feeding = asyncio.Event()
+Answers = list[tuple[float, int, bytes]]  # (latency ms from the call's slot, status, body)
 
-            async def feed() -> None:
-                async with httpx.AsyncClient(timeout=30, trust_env=False) as http:
-                    k = 0
-                    while not feeding.is_set():
-                        batch = resample(trace, 1_000, seed=100 + k)
-                        await http.post(
-                            f"{trainer.url}/add_training_data_bulk", json={"entries": batch}
-                        )
-                        rss.append(rss_mb(predictor.pid))
-                        k += 1
-                        with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(feeding.wait(), timeout=1.0)
 
-            async def under_load() -> None:
-                feeder = asyncio.create_task(feed())
-                await fire(predictor.port, request, args.rate, args.seconds, loaded)
-                feeding.set()
-                await feeder
+@dataclass
+class LoadRun:
+    """What the run measured: the answers idle and under load, the prediction server's RSS
+    over time (start, after idle, then one per ingested batch), the trainer's retrains."""
 
-            asyncio.run(under_load())
-            retrains = client.get(f"{trainer.url}/retrains", params={"limit": 1000}).json()
-            model_dir = workdir / "models"
-            idle_check, load_check = check(idle, model_dir, rows), check(loaded, model_dir, rows)
-        finally:
-            for server in (predictor, trainer):
-                server.stop()
-    idle_ms = [a[0] for a in idle]
-    load_ms = [a[0] for a in loaded]
+    idle: Answers = field(default_factory=list)
+    loaded: Answers = field(default_factory=list)
+    rss: list[float] = field(default_factory=list)
+    retrains: list[dict[str, Any]] = field(default_factory=list)
+
+
+async def feed(
+    url: str, trace: list[dict[str, Any]], stop: asyncio.Event, fed: Callable[[], None]
+) -> None:
+    """1,000 trace rows a second into the trainer until `stop`; `fed()` after each call."""
+    async with httpx.AsyncClient(timeout=30, trust_env=False) as http:
+        k = 0
+        while not stop.is_set():
+            batch = resample(trace, 1_000, seed=100 + k)
+            await http.post(f"{url}/add_training_data_bulk", json={"entries": batch})
+            fed()
+            k += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=1.0)
+
+
+async def fire_while_feeding(
+    port: int,
+    request: bytes,
+    args: argparse.Namespace,
+    feeder: Callable[[asyncio.Event], Coroutine[Any, Any, None]],
+) -> Answers:
+    answers: Answers = []
+    stop = asyncio.Event()
+    feeding = asyncio.create_task(feeder(stop))
+    await fire(port, request, args.rate, args.seconds, answers)
+    stop.set()
+    await feeding
+    return answers
+
+
+def start_servers(workdir: Path) -> tuple[ServerProcess, ServerProcess]:
+    """A training server (a retrain every 10 s) and a prediction server (one worker, sync
+    every 1 s) on one store and model directory, not started yet."""
+    env = {
+        "LATENCY_DB_URL": f"sqlite:///{workdir / 'store.db'}",
+        "LATENCY_MODEL_DIR": str(workdir / "models"),
+        "LATENCY_WORKERS": "1",
+        "LATENCY_RETRAINING_INTERVAL_SEC": "10",
+        "MODEL_SYNC_INTERVAL_SEC": "1",
+        "LATENCY_KEEP_MODEL_VERSIONS": "50",
+    }
+    trainer = ServerProcess("training_server", free_port(), env, workdir / "training.log")
+    predictor = ServerProcess("prediction_server", free_port(), env, workdir / "prediction.log")
+    return trainer, predictor
+
+
+def serve_first_bundle(
+    client: httpx.Client,
+    trainer: ServerProcess,
+    predictor: ServerProcess,
+    trace: list[dict[str, Any]],
+) -> None:
+    client.post(
+        f"{trainer.url}/add_training_data_bulk",
+        json={"entries": resample(trace, 5_000, seed=1)},
+    ).raise_for_status()
+    client.post(f"{trainer.url}/retrain").raise_for_status()
+    deadline = time.monotonic() + 30
+    while client.get(f"{predictor.url}/status").json()["cold_start"]:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the first bundle was not served")
+        time.sleep(0.2)
+
+
+def load_run(
+    args: argparse.Namespace,
+    trainer: ServerProcess,
+    predictor: ServerProcess,
+    trace: list[dict[str, Any]],
+    rows: list[dict[str, Any]],
+) -> LoadRun:
+    """First bundle, warm-up, the idle phase, then the loaded one with rows flowing in."""
+    client = httpx.Client(timeout=30, trust_env=False)
+    serve_first_bundle(client, trainer, predictor, trace)
+    request = request_bytes(predictor.port, orjson.dumps({"requests": rows}))
+    asyncio.run(fire(predictor.port, request, args.rate, 3.0, []))  # warm-up, unscored
+    run = LoadRun(rss=[rss_mb(predictor.pid)])
+    asyncio.run(fire(predictor.port, request, args.rate, args.idle_seconds, run.idle))
+    run.rss.append(rss_mb(predictor.pid))
+
+    def feeder(stop: asyncio.Event) -> Coroutine[Any, Any, None]:
+        return feed(trainer.url, trace, stop, lambda: run.rss.append(rss_mb(predictor.pid)))
+
+    run.loaded = asyncio.run(fire_while_feeding(predictor.port, request, args, feeder))
+    retrains = client.get(f"{trainer.url}/retrains", params={"limit": 1000}).json()
+    run.retrains = retrains["retrains"]
+    return run
+
+
+def report(
+    args: argparse.Namespace, run: LoadRun, idle_check: dict[str, Any], load_check: dict[str, Any]
+) -> None:
+    idle_ms = [a[0] for a in run.idle]
+    load_ms = [a[0] for a in run.loaded]
     p = np.percentile
-    ok = [r for r in retrains["retrains"] if r["status"] == "ok"]
+    ok = [r for r in run.retrains if r["status"] == "ok"]
     say(
         f"## load run: 100-row calls at {args.rate:g}/s; idle {args.idle_seconds:g} s, then "
         f"{args.seconds:g} s with 1,000 rows/s into the trainer ({len(ok)} retrains)"
@@ -226,6 +253,12 @@ def main() -> None:
         f" idle), errors {load_check['errors']}, mixed answers {load_check['mixed']}, "
         f"versions served {len(load_check['versions'])}"
     )
+    report_swaps_and_rss(load_check, run.rss)
+
+
+def report_swaps_and_rss(load_check: dict[str, Any], rss: list[float]) -> None:
+    p = np.percentile
+    load_s = load_check["server_ms"]
     near = load_check["near_swaps"]
     around = [v for i, v in enumerate(load_s) if i in near]
     away = [v for i, v in enumerate(load_s) if i not in near]
@@ -239,6 +272,38 @@ def main() -> None:
         f"prediction server RSS: start {rss[0]:.0f} MB, after idle {rss[1]:.0f} MB, "
         f"max {max(rss):.0f} MB, end {rss[-1]:.0f} MB"
     )
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=200.0, help="100-row calls per second")
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--idle-seconds", type=float, default=10.0)
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    trace = all_trace_rows()
+    rows = prediction_rows(resample(trace, 100, seed=11))
+    first, others = split_cpus()
+    with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
+        workdir = Path(tmp)
+        trainer, predictor = start_servers(workdir)
+        try:
+            trainer.start()
+            predictor.start()
+            pin(predictor.pid, first)
+            pin(trainer.pid, others)
+            pin(os.getpid(), others)
+            run = load_run(args, trainer, predictor, trace, rows)
+            model_dir = workdir / "models"
+            idle_check = check(run.idle, model_dir, rows)
+            load_check = check(run.loaded, model_dir, rows)
+        finally:
+            for server in (predictor, trainer):
+                server.stop()
+    report(args, run, idle_check, load_check)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from benchmarks.common import say
 from benchmarks.poolsim_goals import goal_check, summary_table
 from benchmarks.poolsim_tables import Doc, served_table, slo_class_table, table
 from poolsim.engine import Engine
@@ -39,10 +40,6 @@ from poolsim.workloads import RATE_PER_POD, WORKLOADS, generate
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = "round-robin,least-requests,heuristic,token-load,latency-first,oracle"
-
-
-def say(text: str) -> None:
-    print(text, flush=True)
 
 
 CAPACITY_CASES = (  # workload, pods' worth of groups, rate multiple, what it stands for

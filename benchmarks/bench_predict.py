@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from benchmarks.common import pin, read_response, request_bytes, rss_mb, say, split_cpus
 from benchmarks.trace_files import all_trace_rows, prediction_rows, resample
 from devkit.processes import ServerProcess, free_port
 from shared.backends import backend_for
@@ -45,15 +46,11 @@ from shared.tree_eval import EVALUATOR
 from training_server.db import make_engine
 from training_server.metrics import TrainingMetrics
 from training_server.migrate import upgrade
-from training_server.retrainer import Retrainer, trainer_slot
+from training_server.retrain.loop import Retrainer, trainer_slot
 from training_server.store import SampleStore
 
 PROCESSING = re.compile(rb'"processing_time_ms":([0-9.eE+-]+)')
 MAX_CALLS_PER_CELL = 200_000
-
-
-def say(text: str = "") -> None:
-    print(text, flush=True)
 
 
 def train_bundle(model_dir: Path, workdir: Path) -> LoadedBundle:
@@ -72,21 +69,6 @@ def train_bundle(model_dir: Path, workdir: Path) -> LoadedBundle:
     return bundle
 
 
-def pin(pid: int, cpus: list[int]) -> None:
-    """Every thread of process `pid` onto `cpus` (sched_setaffinity(pid) moves only its main
-    thread; threads started before, such as a retrain loop or a thread pool, would roam)."""
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        os.sched_setaffinity(int(task.name), cpus)
-
-
-def request_bytes(port: int, body: bytes) -> bytes:
-    head = (
-        f"POST /predict/bulk/strict HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-    )
-    return head.encode() + body
-
-
 async def one_connection(
     port: int,
     request: bytes,
@@ -102,11 +84,7 @@ async def one_connection(
             budget[0] -= 1
             t0 = time.perf_counter()
             writer.write(request)
-            head = await reader.readuntil(b"\r\n\r\n")
-            length_field = re.search(rb"(?i)content-length: *(\d+)", head)
-            assert length_field is not None, head
-            length = int(length_field.group(1))
-            body = await reader.readexactly(length)
+            head, body = await read_response(reader)
             client_ms.append((time.perf_counter() - t0) * 1000.0)
             if not head.startswith(b"HTTP/1.1 200"):
                 errors += 1
@@ -228,23 +206,82 @@ def time_per_call(fn: Callable[[], object], seconds: float = 1.0) -> float:
     return statistics.median(times)
 
 
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024.0
-    return float("nan")
+def measure_server(
+    port: int, trace: list[dict[str, Any]], batches: list[int], levels: list[int], seconds: float
+) -> dict[tuple[int, int], dict[str, Any]]:
+    """Every (batch size, concurrency) cell against the server, one table line each."""
+    say(
+        f"\n{'rows':>5} {'conc':>5} {'calls/s':>9} {'rows/s':>10} {'client p50':>10} "
+        f"{'p99':>7} {'server p50':>10} {'p99':>7} {'errors':>6}"
+    )
+    results: dict[tuple[int, int], dict[str, Any]] = {}
+    for batch in batches:
+        body = orjson.dumps({"requests": prediction_rows(resample(trace, batch, seed=batch))})
+        asyncio.run(drive(port, body, 1, 0.3))  # warm-up
+        for level in levels:
+            r = asyncio.run(drive(port, body, level, seconds))
+            results[(batch, level)] = r
+            calls_s = r["calls"] / r["elapsed"]
+            say(
+                f"{batch:5d} {level:5d} {calls_s:9.0f} {calls_s * batch:10.0f} "
+                f"{pct(r['client_ms'], 50):10.3f} {pct(r['client_ms'], 99):7.3f} "
+                f"{pct(r['server_ms'], 50):10.3f} {pct(r['server_ms'], 99):7.3f} "
+                f"{r['errors']:6d}"
+            )
+    return results
 
 
-def main() -> None:
+def print_references(
+    bundle: LoadedBundle,
+    trace: list[dict[str, Any]],
+    results: dict[tuple[int, int], dict[str, Any]],
+    batches: list[int],
+    levels: list[int],
+) -> None:
+    """The bare model, our walk and the naive handler in this process, against the server's
+    best rows/s per batch size; then what the Prometheus metrics cost a call."""
+    say(
+        f"\n## references in this process, same rows and model (rows/s)\n"
+        f"{'rows':>5} {'bare model':>11} {'our walk':>10} {'naive':>9} {'server best':>11} "
+        f"{'server/naive':>12} {'bare/server':>11}"
+    )
+    for batch in batches:
+        rows = prediction_rows(resample(trace, batch, seed=batch))
+        body = orjson.dumps({"requests": rows})
+        validated = [PredictionRequest.model_validate(r).model_dump() for r in rows]
+        bare = batch / bare_call(bundle, validated)
+        walk = batch / walk_call(bundle, validated)
+        naive = batch / naive_call(bundle, body)
+        best = max(
+            results[(batch, c)]["calls"] / results[(batch, c)]["elapsed"] * batch for c in levels
+        )
+        say(
+            f"{batch:5d} {bare:11.0f} {walk:10.0f} {naive:9.0f} {best:11.0f} "
+            f"{best / naive:12.1f} "
+            f"{bare / best:11.1f}"
+        )
+    cost_us = metrics_call() * 1e6
+    server_us = [pct(results[(b, c)]["server_ms"], 50) * 1000 for b in batches for c in levels]
+    say(
+        f"\nPrometheus metrics per strict call: {cost_us:.1f} us = "
+        f"{100 * cost_us / max(server_us):.1f}-{100 * cost_us / min(server_us):.1f} % of the "
+        f"server's own p50 above"
+    )
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", default="1,8,32,100,400")
     parser.add_argument("--concurrency", default="1,16,64")
     parser.add_argument("--seconds", type=float, default=3.0)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     levels = [int(c) for c in args.concurrency.split(",")]
-    cpus = sorted(os.sched_getaffinity(0))
-    server_cpu, client_cpus = cpus[:1], (cpus[1:] or cpus[:1])
+    server_cpu, client_cpus = split_cpus()
     trace = all_trace_rows()
     with tempfile.TemporaryDirectory(prefix="bench-predict-") as tmp:
         workdir = Path(tmp)
@@ -261,58 +298,12 @@ def main() -> None:
                 f"{server.pid} on CPU {server_cpu}, client on CPU {client_cpus}; "
                 f"RSS {rss_mb(server.pid):.0f} MB"
             )
-            say(
-                f"\n{'rows':>5} {'conc':>5} {'calls/s':>9} {'rows/s':>10} {'client p50':>10} "
-                f"{'p99':>7} {'server p50':>10} {'p99':>7} {'errors':>6}"
-            )
-            results: dict[tuple[int, int], dict[str, Any]] = {}
-            for batch in batches:
-                body = orjson.dumps(
-                    {"requests": prediction_rows(resample(trace, batch, seed=batch))}
-                )
-                asyncio.run(drive(server.port, body, 1, 0.3))  # warm-up
-                for level in levels:
-                    r = asyncio.run(drive(server.port, body, level, args.seconds))
-                    results[(batch, level)] = r
-                    calls_s = r["calls"] / r["elapsed"]
-                    say(
-                        f"{batch:5d} {level:5d} {calls_s:9.0f} {calls_s * batch:10.0f} "
-                        f"{pct(r['client_ms'], 50):10.3f} {pct(r['client_ms'], 99):7.3f} "
-                        f"{pct(r['server_ms'], 50):10.3f} {pct(r['server_ms'], 99):7.3f} "
-                        f"{r['errors']:6d}"
-                    )
+            results = measure_server(server.port, trace, batches, levels, args.seconds)
             rss = rss_mb(server.pid)
         finally:
             server.stop()
         say(f"\nserver RSS after the run: {rss:.0f} MB")
-        say(
-            f"\n## references in this process, same rows and model (rows/s)\n"
-            f"{'rows':>5} {'bare model':>11} {'our walk':>10} {'naive':>9} {'server best':>11} "
-            f"{'server/naive':>12} {'bare/server':>11}"
-        )
-        for batch in batches:
-            rows = prediction_rows(resample(trace, batch, seed=batch))
-            body = orjson.dumps({"requests": rows})
-            validated = [PredictionRequest.model_validate(r).model_dump() for r in rows]
-            bare = batch / bare_call(bundle, validated)
-            walk = batch / walk_call(bundle, validated)
-            naive = batch / naive_call(bundle, body)
-            best = max(
-                results[(batch, c)]["calls"] / results[(batch, c)]["elapsed"] * batch
-                for c in levels
-            )
-            say(
-                f"{batch:5d} {bare:11.0f} {walk:10.0f} {naive:9.0f} {best:11.0f} "
-                f"{best / naive:12.1f} "
-                f"{bare / best:11.1f}"
-            )
-        cost_us = metrics_call() * 1e6
-        server_us = [pct(results[(b, c)]["server_ms"], 50) * 1000 for b in batches for c in levels]
-        say(
-            f"\nPrometheus metrics per strict call: {cost_us:.1f} us = "
-            f"{100 * cost_us / max(server_us):.1f}-{100 * cost_us / min(server_us):.1f} % of the "
-            f"server's own p50 above"
-        )
+        print_references(bundle, trace, results, batches, levels)
 
 
 if __name__ == "__main__":

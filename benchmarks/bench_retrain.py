@@ -21,7 +21,11 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
+from sqlalchemy import Engine
+
+from benchmarks.common import allowed_cpus, pin, say
 from benchmarks.trace_files import all_trace_rows, resample
 from shared.schemas import TrainingEntry
 from shared.settings import TrainingSettings
@@ -29,35 +33,85 @@ from shared.targets import Target
 from training_server.db import make_engine
 from training_server.metrics import TrainingMetrics
 from training_server.migrate import upgrade
-from training_server.retrainer import Retrainer, trainer_slot
+from training_server.retrain.loop import Retrainer, trainer_slot
 from training_server.store import SampleStore
 
 
-def say(text: str) -> None:
-    print(text, flush=True)
+def fill_store(
+    workdir: Path, rows: list[dict[str, Any]], stored: int
+) -> tuple[str, Engine, SampleStore, float]:
+    """A fresh SQLite store of `stored` rows resampled from the traces: (url, engine, store,
+    seconds the inserts took)."""
+    url = f"sqlite:///{workdir / 'store.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+    store = SampleStore(engine, test_ratio=0.1)
+    entries = [TrainingEntry.model_validate(r) for r in resample(rows, stored, seed=1)]
+    t0 = time.perf_counter()
+    for i in range(0, len(entries), 10_000):
+        store.add_samples(entries[i : i + 10_000])
+    return url, engine, store, time.perf_counter() - t0
 
 
-def main() -> None:
+def print_header(
+    settings: TrainingSettings, retrainer: Retrainer, store: SampleStore, cores: int
+) -> None:
+    """The model, the budget, and how long one target's window takes to load alone."""
+    window_t0 = time.perf_counter()
+    store.window(Target.TTFT, test=False, limit=settings.max_training_window)
+    window_s = time.perf_counter() - window_t0
+    say(
+        f"\n## retrain of both targets: {settings.model_type.value}, "
+        f"{settings.n_estimators} trees, depth {settings.max_depth}, "
+        f"{cores} core(s); budget {retrainer.window.budget_sec:.1f} s "
+        f"(half of a {settings.retraining_interval_sec:g} s interval); one target's window "
+        f"load alone {window_s:.2f} s"
+    )
+    say(
+        f"{'#':>2} {'window':>8} {'ttft rows':>9} {'tpot rows':>9} {'seconds':>8} "
+        f"{'in budget':>9} {'ttft cov':>8} {'tpot cov':>8}"
+    )
+
+
+def retrain_rounds(
+    retrainer: Retrainer, store: SampleStore, rows: list[dict[str, Any]], retrains: int
+) -> None:
+    """`retrains` retrains back to back, each after 1,000 new rows; one line each."""
+    extra = resample(rows, 1_000 * retrains, seed=2)
+    for k in range(retrains):
+        store.add_samples(
+            [TrainingEntry.model_validate(r) for r in extra[k * 1_000 : (k + 1) * 1_000]]
+        )
+        outcome = retrainer.run_once()
+        row = retrainer.state.last_success or {}
+        took = row.get("duration_s", 0.0)
+        say(
+            f"{k + 1:2d} {row.get('window_limit', 0):8d} "
+            f"{row.get('ttft_train_samples', 0):9d} {row.get('tpot_train_samples', 0):9d} "
+            f"{took:8.2f} {'yes' if took <= retrainer.window.budget_sec else 'NO':>9} "
+            f"{row.get('ttft_coverage') or 0:8.3f} {row.get('tpot_coverage') or 0:8.3f}"
+            f"  ({outcome})"
+        )
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stored", type=int, default=200_000)
     parser.add_argument("--retrains", type=int, default=4)
     parser.add_argument("--interval", type=float, default=10.0)
     parser.add_argument("--cores", type=int, default=1)
-    args = parser.parse_args()
-    cpus = sorted(os.sched_getaffinity(0))[: args.cores]
-    os.sched_setaffinity(0, cpus)
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    cpus = allowed_cpus()[: args.cores]
+    pin(os.getpid(), cpus)
     rows = all_trace_rows()
     with tempfile.TemporaryDirectory(prefix="bench-retrain-") as tmp:
         workdir = Path(tmp)
-        url = f"sqlite:///{workdir / 'store.db'}"
-        upgrade(url)
-        engine = make_engine(url)
-        store = SampleStore(engine, test_ratio=0.1)
-        entries = [TrainingEntry.model_validate(r) for r in resample(rows, args.stored, seed=1)]
-        t0 = time.perf_counter()
-        for i in range(0, len(entries), 10_000):
-            store.add_samples(entries[i : i + 10_000])
-        say(f"stored {args.stored} rows in {time.perf_counter() - t0:.1f} s; pinned to CPU {cpus}")
+        url, engine, store, took = fill_store(workdir, rows, args.stored)
+        say(f"stored {args.stored} rows in {took:.1f} s; pinned to CPU {cpus}")
         settings = TrainingSettings(
             db_url=url,
             model_dir=workdir / "models",
@@ -67,35 +121,8 @@ def main() -> None:
             max_test_data_size=1_000_000,
         )
         retrainer = Retrainer(settings, store, TrainingMetrics(), trainer_slot(settings))
-        window_t0 = time.perf_counter()
-        store.window(Target.TTFT, test=False, limit=settings.max_training_window)
-        window_s = time.perf_counter() - window_t0
-        say(
-            f"\n## retrain of both targets: {settings.model_type.value}, "
-            f"{settings.n_estimators} trees, depth {settings.max_depth}, "
-            f"{len(cpus)} core(s); budget {retrainer.window.budget_sec:.1f} s "
-            f"(half of a {args.interval:g} s interval); one target's window load alone "
-            f"{window_s:.2f} s"
-        )
-        say(
-            f"{'#':>2} {'window':>8} {'ttft rows':>9} {'tpot rows':>9} {'seconds':>8} "
-            f"{'in budget':>9} {'ttft cov':>8} {'tpot cov':>8}"
-        )
-        extra = resample(rows, 1_000 * args.retrains, seed=2)
-        for k in range(args.retrains):
-            store.add_samples(
-                [TrainingEntry.model_validate(r) for r in extra[k * 1_000 : (k + 1) * 1_000]]
-            )
-            outcome = retrainer.run_once()
-            row = retrainer.state.last_success or {}
-            took = row.get("duration_s", 0.0)
-            say(
-                f"{k + 1:2d} {row.get('window_limit', 0):8d} "
-                f"{row.get('ttft_train_samples', 0):9d} {row.get('tpot_train_samples', 0):9d} "
-                f"{took:8.2f} {'yes' if took <= retrainer.window.budget_sec else 'NO':>9} "
-                f"{row.get('ttft_coverage') or 0:8.3f} {row.get('tpot_coverage') or 0:8.3f}"
-                f"  ({outcome})"
-            )
+        print_header(settings, retrainer, store, len(cpus))
+        retrain_rounds(retrainer, store, rows, args.retrains)
         engine.dispose()
 
 

@@ -17,10 +17,13 @@ import argparse
 import statistics
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 
+from benchmarks.common import say
 from benchmarks.trace_files import all_trace_rows, prediction_rows, resample
 from devkit.processes import ServerProcess, free_port
 from shared.schemas import TrainingEntry
@@ -28,12 +31,8 @@ from shared.settings import TrainingSettings
 from training_server.db import make_engine
 from training_server.metrics import TrainingMetrics
 from training_server.migrate import upgrade
-from training_server.retrainer import Retrainer, trainer_slot
+from training_server.retrain.loop import Retrainer, trainer_slot
 from training_server.store import SampleStore
-
-
-def say(text: str) -> None:
-    print(text, flush=True)
 
 
 def bench_retrain(sizes: list[int], workdir: Path) -> None:
@@ -76,6 +75,63 @@ def _served(predictors: list[ServerProcess]) -> set[str]:
     return {httpx.get(f"{p.url}/status").json()["model_version"] for p in predictors}
 
 
+def ingest_to_served(
+    client: httpx.Client,
+    trainer: ServerProcess,
+    predictors: list[ServerProcess],
+    rows: list[dict[str, Any]],
+    cycles: int,
+) -> None:
+    """Per cycle: 1,000 rows in, then until both predictors serve one new version."""
+    say("\n## ingest -> both prediction servers serve the new version (interval 10 s)")
+    say(f"{'cycle':>5} {'ingest->served s':>16} {'published->served s':>19}")
+    for cycle in range(cycles):
+        before = _served(predictors)
+        batch = resample(rows, 1000, seed=100 + cycle)
+        t0 = time.time()
+        assert (
+            client.post(
+                f"{trainer.url}/add_training_data_bulk", json={"entries": batch}
+            ).status_code
+            == 202
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            served = _served(predictors)
+            if len(served) == 1 and served != before:
+                break
+            time.sleep(0.05)
+        done = time.time()
+        status = httpx.get(f"{predictors[0].url}/status").json()
+        created = status["model_created_at"]
+        published = datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+        last = httpx.get(f"{trainer.url}/retrains?limit=1").json()["retrains"][0]
+        say(f"{cycle:5d} {done - t0:16.2f} {done - published - last['duration_s']:19.2f}")
+
+
+def strict_call_latency(
+    client: httpx.Client, predictor: ServerProcess, rows: list[dict[str, Any]], calls: int
+) -> None:
+    """`calls` sequential 100-row strict calls (at most 120 s), client and server side."""
+    say(f"\n## 100-row /predict/bulk/strict, {calls} sequential calls, one server process")
+    body = {"requests": prediction_rows(resample(rows, 100, seed=7))}
+    url = f"{predictor.url}/predict/bulk/strict"
+    for _ in range(50):
+        client.post(url, json=body)
+    client_ms, server_ms = [], []
+    deadline = time.monotonic() + 120
+    for _ in range(calls):
+        if time.monotonic() > deadline:
+            break
+        t0 = time.perf_counter()
+        reply = client.post(url, json=body)
+        client_ms.append((time.perf_counter() - t0) * 1000)
+        server_ms.append(reply.json()["processing_time_ms"])
+    for label, values in (("client round trip", client_ms), ("server processing", server_ms)):
+        q = statistics.quantiles(values, n=100)
+        say(f"{label:>18}: p50 {q[49]:.3f} ms  p99 {q[98]:.3f} ms  (n={len(values)})")
+
+
 def bench_live(workdir: Path, calls: int, cycles: int) -> None:
     rows = all_trace_rows()
     env = {
@@ -92,51 +148,9 @@ def bench_live(workdir: Path, calls: int, cycles: int) -> None:
         trainer.start()
         for p in predictors:
             p.start()
-        say("\n## ingest -> both prediction servers serve the new version (interval 10 s)")
-        say(f"{'cycle':>5} {'ingest->served s':>16} {'published->served s':>19}")
         client = httpx.Client(timeout=30)
-        for cycle in range(cycles):
-            before = _served(predictors)
-            batch = resample(rows, 1000, seed=100 + cycle)
-            t0 = time.time()
-            assert (
-                client.post(
-                    f"{trainer.url}/add_training_data_bulk", json={"entries": batch}
-                ).status_code
-                == 202
-            )
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                served = _served(predictors)
-                if len(served) == 1 and served != before:
-                    break
-                time.sleep(0.05)
-            done = time.time()
-            status = httpx.get(f"{predictors[0].url}/status").json()
-            created = status["model_created_at"]
-            from datetime import datetime
-
-            published = datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
-            last = httpx.get(f"{trainer.url}/retrains?limit=1").json()["retrains"][0]
-            say(f"{cycle:5d} {done - t0:16.2f} {done - published - last['duration_s']:19.2f}")
-
-        say(f"\n## 100-row /predict/bulk/strict, {calls} sequential calls, one server process")
-        body = {"requests": prediction_rows(resample(rows, 100, seed=7))}
-        url = f"{predictors[0].url}/predict/bulk/strict"
-        for _ in range(50):
-            client.post(url, json=body)
-        client_ms, server_ms = [], []
-        deadline = time.monotonic() + 120
-        for _ in range(calls):
-            if time.monotonic() > deadline:
-                break
-            t0 = time.perf_counter()
-            reply = client.post(url, json=body)
-            client_ms.append((time.perf_counter() - t0) * 1000)
-            server_ms.append(reply.json()["processing_time_ms"])
-        for label, values in (("client round trip", client_ms), ("server processing", server_ms)):
-            q = statistics.quantiles(values, n=100)
-            say(f"{label:>18}: p50 {q[49]:.3f} ms  p99 {q[98]:.3f} ms  (n={len(values)})")
+        ingest_to_served(client, trainer, predictors, rows, cycles)
+        strict_call_latency(client, predictors[0], rows, calls)
         client.close()
     finally:
         for server in (trainer, *predictors):

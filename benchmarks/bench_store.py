@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 from sqlalchemy import create_engine, text
 
+from benchmarks.common import rss_mb, say
 from benchmarks.trace_files import all_trace_rows, prediction_rows, resample
 from devkit.processes import ServerProcess, free_port
 from devkit.synthetic import publish_trained_bundle
@@ -34,17 +35,6 @@ from training_server.migrate import upgrade
 from training_server.store import SampleStore
 
 PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-
-
-def say(line: str) -> None:
-    print(line, flush=True)
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 class PgSchema:

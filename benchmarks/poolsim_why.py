@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 
 import numpy as np
 
+from benchmarks.common import say
 from poolsim.engine import Engine, RunResult
 from poolsim.hardware import hardware
 from poolsim.pod import Pod
@@ -37,10 +38,6 @@ from poolsim.request import Completion, Request
 from poolsim.workloads import generate
 
 WINDOW_S = 60.0
-
-
-def say(text: str) -> None:
-    print(text, flush=True)
 
 
 class Recording:

@@ -20,7 +20,14 @@ from itertools import pairwise
 from pathlib import Path
 
 from poolsim.hardware import Hardware
-from poolsim.reconstruct import OUTPUTS, TRACE_DIR, TRACES, load_rows, simulate_row
+from poolsim.reconstruct import (
+    OUTPUTS,
+    TRACE_DIR,
+    TRACES,
+    OutputModel,
+    load_rows,
+    simulate_row,
+)
 
 __all__ = ["OUTPUTS", "TRACES", "load_rows", "simulate_row"]
 
@@ -49,14 +56,20 @@ def band_name(tokens: int) -> str:
 
 
 def compare(
-    trace: str, rows: Sequence[dict[str, float]], hw: Hardware, seed: int = 0
+    trace: str,
+    rows: Sequence[dict[str, float]],
+    hw: Hardware,
+    seed: int = 0,
+    outputs: OutputModel | None = None,
 ) -> list[BandFit]:
-    """Medians per (target, band) and overall ('all'), recorded vs simulated."""
+    """Medians per (target, band) and overall ('all'), recorded vs simulated. `outputs`:
+    the output model of rows from elsewhere than the traces (default: the trace's)."""
     prompts = [int(r["input_token_length"]) for r in rows]
+    output_model = OUTPUTS[trace] if outputs is None else outputs
     groups: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
     for index, row in enumerate(rows):
         target = "ttft" if row["actual_ttft_ms"] > 0 else "tpot"
-        simulated = simulate_row(row, hw, prompts, OUTPUTS[trace], seed * 1_000_003 + index)
+        simulated = simulate_row(row, hw, prompts, output_model, seed * 1_000_003 + index)
         if simulated is None:
             continue
         recorded = float(row[f"actual_{target}_ms"])

@@ -68,7 +68,7 @@ class Manifest(BaseModel):
     targets: dict[Target, TargetManifest]
     library_versions: dict[str, str] = {}
     # Files for other servers to load (llm-d's ttft.joblib, tpot.joblib: training_server.
-    # legacy), name -> sha256: verified on import, never loaded here. Written only when
+    # legacy.files), name -> sha256: verified on import, never loaded here. Written only when
     # present, so bundles without them read as before.
     legacy_files: dict[str, str] = {}
 

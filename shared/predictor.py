@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,23 +17,14 @@ from shared.artifact import (
     read_current_version,
     read_manifest,
 )
-from shared.backends import backend_for
+from shared.backends import Backend, backend_for
 from shared.features import Columns, build_matrix
 from shared.prior import PRIOR_VERSION, prior_predict
+from shared.served import answer_ms, calibration_scale, compile_model, model_output
 from shared.settings import ModelType, ObjectiveType
-from shared.target_space import TargetSpace, to_ms
+from shared.target_space import TargetSpace
 from shared.targets import TARGETS, Target
-from shared.tree_eval import EVALUATOR, CompiledTrees, compiled_or_none
-
-# The C walk beats the libraries' predict at every batch size (no ~110 us fixed cost per
-# call, and 1.5-2x faster per row); the numpy fallback only up to this many rows, above
-# which the libraries' C++ wins (benchmarks/README.md, bench_predict.py).
-NUMPY_WALK_MAX_ROWS = 32
-
-
-def walk_serves(rows: int) -> bool:
-    """Whether a compiled model, rather than the library, predicts a batch of `rows`."""
-    return EVALUATOR == "c" or rows <= NUMPY_WALK_MAX_ROWS
+from shared.tree_eval import CompiledTrees
 
 
 @dataclass(frozen=True)
@@ -56,18 +46,24 @@ class LoadedBundle:
     live_log_offsets: dict[Target, float] = field(default_factory=dict)
     # The models as flat arrays (shared.tree_eval), where they reproduce the library.
     compiled: dict[Target, CompiledTrees] = field(default_factory=dict, repr=False)
-    # exp of their sum, computed once: the predict path multiplies by it.
+    # exp of their sum (shared.served.calibration_scale), computed once: the predict path
+    # multiplies by it.
     scales: dict[Target, float] = field(init=False, repr=False)
+    # The library of model_type, for the models (or batches) the walk does not serve.
+    backend: Backend = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(
             self,
             "scales",
             {
-                t: math.exp(self.log_offsets.get(t, 0.0) + self.live_log_offsets.get(t, 0.0))
+                t: calibration_scale(
+                    self.log_offsets.get(t, 0.0), self.live_log_offsets.get(t, 0.0)
+                )
                 for t in TARGETS
             },
         )
+        object.__setattr__(self, "backend", backend_for(self.model_type))
 
     @property
     def is_prior(self) -> bool:
@@ -88,21 +84,13 @@ class LoadedBundle:
         for target in TARGETS:
             model = self.models.get(target)
             if model is None:
-                values = prior_predict(target, columns)
-            else:
-                values = self.raw_predict(target, columns) * self.scales[target]
-            out[target] = np.maximum(values, 0.0)
+                out[target] = np.maximum(prior_predict(target, columns), 0.0)
+                continue
+            matrix = build_matrix(columns, self.features[target])
+            output = model_output(self.backend, model, self.compiled.get(target), matrix)
+            space = self.spaces.get(target, TargetSpace.MS)
+            out[target] = answer_ms(space, columns, output, self.scales[target])
         return out
-
-    def raw_predict(self, target: Target, columns: Columns) -> np.ndarray:
-        """The model's answer in ms before any calibration (target must have a model)."""
-        matrix = build_matrix(columns, self.features[target])
-        compiled = self.compiled.get(target)
-        if compiled is not None and walk_serves(len(matrix)):
-            output = compiled.predict(matrix)
-        else:
-            output = backend_for(self.model_type).predict(self.models[target], matrix)
-        return to_ms(self.spaces.get(target, TargetSpace.MS), columns, output)
 
 
 def prior_bundle(model_type: ModelType, objective: ObjectiveType, quantile: float) -> LoadedBundle:
@@ -127,9 +115,7 @@ def load_bundle(model_dir: Path, version: str) -> LoadedBundle:
     compiled = {}
     for target, model in models.items():
         if model is not None:
-            fast = compiled_or_none(
-                backend.compile, model, len(manifest.targets[target].features), backend.predict
-            )
+            fast = compile_model(backend, model, len(manifest.targets[target].features))
             if fast is not None:
                 compiled[target] = fast
     return LoadedBundle(

@@ -40,7 +40,9 @@ class ObjectiveType(StrEnum):
 
 
 class Calibration(StrEnum):
-    """How served p90s are corrected toward the requested coverage (training_server.conformal)."""
+    """How served p90s are corrected toward the requested coverage: the bundle's factor
+    (training_server.retrain.cross_conformal), the live one (training_server.retrain.live_factor).
+    """
 
     NONE = "none"  # serve the model's own quantile
     SPLIT = "split"  # a conformal factor per bundle, from out-of-fold scores (cross-conformal)
@@ -63,7 +65,7 @@ class LegacyArtifacts(StrEnum):
     """Extra model files the trainer writes beside each bundle, for other servers to load."""
 
     NONE = "none"
-    JOBLIB = "joblib"  # llm-d's pickled ttft/tpot.joblib (training_server.legacy)
+    JOBLIB = "joblib"  # llm-d's pickled ttft/tpot.joblib (training_server.legacy.regressors)
 
 
 # What LegacyArtifacts.JOBLIB needs: the `legacy` extra (pip name -> module).
@@ -160,9 +162,10 @@ class TrainingSettings(CommonSettings):
     tpot_min_rows_per_leaf: int = Field(50, ge=1)
     train_threads: int = Field(0, ge=0)
     # Each retrain chooses per target among the running p90 and tree models by out-of-fold
-    # pinball loss (training_server.model_selection); off: the configured trees alone.
+    # pinball loss (training_server.retrain.select); off: the configured trees alone.
     model_selection: bool = True
-    # While the store is small, retrain whenever the stored rows doubled (training_server.warmup).
+    # While the store is small, retrain whenever the stored rows doubled
+    # (training_server.retrain.schedule).
     early_retrains: bool = True
     calibration: Calibration = Calibration.ADAPTIVE
     # Adaptive calibration: log-factor step per served row (a miss raises the factor by

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
@@ -12,16 +12,18 @@ from fastapi.concurrency import run_in_threadpool
 from shared.artifact import BundleError
 from shared.predictor import LoadedBundle, load_current_bundle
 from shared.settings import LegacyArtifacts, TrainingSettings
+from shared.slot import BundleSlot
 from shared.web import auth
 from shared.web.limits import RequestLimits, refused_counter
 from shared.web.predict_metrics import PredictMetrics
-from training_server import legacy_files, migrate
+from training_server import migrate
 from training_server.db import make_engine
 from training_server.leadership import make_leadership
-from training_server.live_calibrator import LiveCalibrator
+from training_server.legacy.files import publish_prior_files
 from training_server.metrics import TrainingMetrics
 from training_server.prediction_fleet import PredictionFleet
-from training_server.retrainer import Retrainer, trainer_slot
+from training_server.retrain.live_factor import LiveCalibrator
+from training_server.retrain.loop import Retrainer, trainer_slot
 from training_server.routes import dashboard, fleet, models, ops, predict, samples
 from training_server.store import SampleStore
 
@@ -36,11 +38,11 @@ def _published(settings: TrainingSettings) -> LoadedBundle | None:
         return None
 
 
-def create_app(settings: TrainingSettings, *, start_loop: bool = True) -> FastAPI:
-    metrics = TrainingMetrics()
-    # The one owner of the bundle served: the retrainer, the live calibration and a bundle
-    # import publish into it; the routes read it.
-    slot = trainer_slot(settings)
+def _lifespan(
+    settings: TrainingSettings, metrics: TrainingMetrics, slot: BundleSlot, start_loop: bool
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Start-up and shutdown: the store, the published bundle, the retrain loop and the live
+    factor (their threads only with `start_loop`)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -53,7 +55,7 @@ def create_app(settings: TrainingSettings, *, start_loop: bool = True) -> FastAP
             slot.publish(published)
         if settings.legacy_artifacts is not LegacyArtifacts.NONE:
             # llm-d prediction servers are ready only with a model: the prior's, until then.
-            await run_in_threadpool(legacy_files.publish_prior_files, settings)
+            await run_in_threadpool(publish_prior_files, settings)
         # Several replicas may share the store: every one ingests, only the leader retrains.
         retrainer = Retrainer(settings, store, metrics, slot, make_leadership(engine))
         calibrator = LiveCalibrator(settings, store, metrics, slot, lambda: retrainer.is_leader)
@@ -70,7 +72,18 @@ def create_app(settings: TrainingSettings, *, start_loop: bool = True) -> FastAP
             retrainer.stop()
             engine.dispose()
 
-    app = FastAPI(title="latency-predictor training server", lifespan=lifespan)
+    return lifespan
+
+
+def create_app(settings: TrainingSettings, *, start_loop: bool = True) -> FastAPI:
+    metrics = TrainingMetrics()
+    # The one owner of the bundle served: the retrainer, the live calibration and a bundle
+    # import publish into it; the routes read it.
+    slot = trainer_slot(settings)
+    app = FastAPI(
+        title="latency-predictor training server",
+        lifespan=_lifespan(settings, metrics, slot, start_loop),
+    )
     app.state.settings, app.state.slot = settings, slot
     auth.install(app, settings)
     app.add_middleware(

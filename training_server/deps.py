@@ -11,7 +11,7 @@ from shared.web.predict_metrics import PredictMetrics
 from shared.web.state import from_state, slot_attribute
 from training_server.metrics import TrainingMetrics
 from training_server.prediction_fleet import PredictionFleet
-from training_server.retrainer import Retrainer
+from training_server.retrain.loop import Retrainer
 from training_server.store import SampleStore
 
 SettingsDep = Annotated[TrainingSettings, from_state("settings")]

@@ -18,7 +18,12 @@ from training_server.tables import RETRAIN_DETAILS, RETRAIN_METRICS
 class TrainingMetrics:
     def __init__(self, registry: CollectorRegistry | None = None):
         self.registry = registry or CollectorRegistry()
-        r = self.registry
+        # In this order on /metrics: ingestion, retrains, then what this replica serves.
+        self._ingestion_series(self.registry)
+        self._retrain_series(self.registry)
+        self._serving_series(self.registry)
+
+    def _ingestion_series(self, r: CollectorRegistry) -> None:
         self.samples_accepted = Counter(
             "latency_samples_accepted", "Training rows durably stored", registry=r
         )
@@ -34,6 +39,8 @@ class TrainingMetrics:
         self.store_samples = Gauge(
             "latency_store_samples", "Rows held in the store", ["split", "target"], registry=r
         )
+
+    def _retrain_series(self, r: CollectorRegistry) -> None:
         self.retrains = Counter(
             "latency_retrains", "Retrain attempts by outcome", ["status"], registry=r
         )
@@ -70,6 +77,8 @@ class TrainingMetrics:
             "on (lowered when a retrain overruns half the interval)",
             registry=r,
         )
+
+    def _serving_series(self, r: CollectorRegistry) -> None:
         self.is_leader = Gauge(
             "latency_trainer_is_leader",
             "1 while this training replica holds the retrain leadership, else 0",

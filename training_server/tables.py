@@ -92,7 +92,7 @@ retrains = Table(
     # {"ttft": {"queued": {"n": .., "coverage": ..}, "pod_type=decode": .., ...}, "tpot": ..}
     Column("regimes", JSON),
     Column("window_limit", Integer),  # newest rows per target the fit could use
-    # migration 0004: the candidate each target served (training_server.candidates) and
+    # migration 0004: the candidate each target served (retrain.candidates) and
     # the out-of-fold pinball loss of every candidate: {"ttft": {"p90": .., ...}, "tpot": ..}
     *[Column(f"{t.value}_model_choice", String(40)) for t in TARGETS],
     Column("model_candidates", JSON),

@@ -1,5 +1,5 @@
-"""Per retrain: the model each target served (chosen among candidates, issue 14) and the
-out-of-fold pinball loss of every candidate.
+"""Per retrain: the model each target served (a retrain chooses it among candidates, so the
+table says which won) and the out-of-fold pinball loss of every candidate.
 
 Revision ID: 0004
 Revises: 0003

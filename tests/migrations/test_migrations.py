@@ -111,9 +111,9 @@ def test_the_schema_comparison_notices_a_model_change(db_url: str, engine: Engin
 def test_0004_keeps_older_retrains_and_records_the_model_choice(
     db_url: str, engine: Engine
 ) -> None:
-    """issue 14: a store at 0003 with a retrain row upgrades in place; the old row reads
-    back without a choice, a new one with the candidate each target served and every
-    candidate's loss (JSON); downgrading to 0003 drops exactly those columns."""
+    """The model choice columns: a store at 0003 with a retrain row upgrades in place; the
+    old row reads back without a choice, a new one with the candidate each target served and
+    every candidate's loss (JSON); downgrading to 0003 drops exactly those columns."""
     upgrade(db_url, "0003")
     with engine.begin() as conn:
         conn.execute(

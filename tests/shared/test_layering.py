@@ -47,7 +47,7 @@ def test_the_check_sees_an_offender(tmp_path: Path) -> None:
 def test_no_benchmark_imports_a_test_module() -> None:
     offenders = [
         str(p.relative_to(ROOT))
-        for p in sorted((ROOT / "benchmarks").glob("*.py"))
+        for p in sorted((ROOT / "benchmarks").rglob("*.py"))
         if "tests" in top_level(imported_modules(p))
     ]
     assert offenders == []

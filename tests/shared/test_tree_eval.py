@@ -14,7 +14,8 @@ from devkit.synthetic import synthetic_rows
 from shared.backends import BACKENDS, FitParams
 from shared.decoding import decode_prediction_rows
 from shared.features import build_matrix
-from shared.predictor import NUMPY_WALK_MAX_ROWS, load_current_bundle
+from shared.predictor import load_current_bundle
+from shared.served import NUMPY_WALK_MAX_ROWS
 from shared.settings import ModelType, ObjectiveType
 from shared.target_space import to_ms
 from shared.targets import TARGETS

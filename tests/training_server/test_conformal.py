@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from shared.features import Columns
-from training_server.conformal import (
+from training_server.retrain.cross_conformal import (
     MAX_ABS_LOG_OFFSET,
     MIN_OOF_ROWS,
     conformal_offset,

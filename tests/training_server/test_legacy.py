@@ -29,7 +29,7 @@ from tests.conftest import training_settings
 from tests.prediction_server.helpers import running_app, strict
 from tests.training_server.conftest import OpenClient, ingest, train
 from training_server.app import create_app
-from training_server.legacy_files import PRIOR_DIR, generated_rows
+from training_server.legacy.files import PRIOR_DIR, generated_rows
 
 READER = Path(__file__).with_name("llmd_reader.py")
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ from shared.live_calibration import (
 from shared.targets import Target
 from tests.apps import app_of
 from tests.training_server.conftest import OpenClient, ingest, train
-from training_server.live_calibrator import aci_step
+from training_server.retrain.live_factor import aci_step
 
 
 def test_aci_step_by_hand() -> None:

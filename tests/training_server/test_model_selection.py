@@ -15,9 +15,9 @@ from shared.features import Columns, columns_from_dicts
 from shared.settings import Calibration, ModelType, TrainingSettings
 from shared.target_space import TargetSpace
 from shared.targets import Target
-from training_server.candidates import P90, P90_PER_QUEUED, candidates
-from training_server.model_selection import train_target
-from training_server.training import served_ms
+from training_server.retrain.candidates import P90, P90_PER_QUEUED, candidates
+from training_server.retrain.evaluate import served_ms
+from training_server.retrain.target import train_target
 
 
 def settings(**overrides: object) -> TrainingSettings:
@@ -152,7 +152,7 @@ def test_the_level_is_served_where_trees_lose_on_the_newest_rows(
     # ... but fitted on the older rows they carry the fast band into the slow newest rows.
     assert fit.choice == P90.name
     # Without the forward check, out-of-fold loss alone would have served the trees.
-    monkeypatch.setattr("training_server.model_selection.MIN_FORWARD_ROWS", 10**9)
+    monkeypatch.setattr("training_server.retrain.select.MIN_FORWARD_ROWS", 10**9)
     unchecked = train_target(s, Target.TPOT, (columns, y), empty())
     assert unchecked.choice in trees
 

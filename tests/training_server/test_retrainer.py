@@ -18,7 +18,8 @@ from shared.targets import TARGETS, Target
 from tests.conftest import training_settings
 from tests.slots import RecordingSlot
 from training_server.metrics import TrainingMetrics
-from training_server.retrainer import MAX_BACKOFF, Retrainer
+from training_server.retrain.loop import Retrainer
+from training_server.retrain.schedule import MAX_BACKOFF
 from training_server.store import SampleStore
 
 Choice = tuple[ModelType, ObjectiveType]
@@ -276,7 +277,7 @@ def test_retrain_scores_the_p90s_served_since_the_last_one(
 def test_the_chosen_model_and_every_candidates_loss_are_recorded(
     tmp_path: Path, store: SampleStore, migrated_url: str, model_dir: Path
 ) -> None:
-    """issue 14: the retrains table names the candidate each target served (the running
+    """The retrains table names the candidate each target served (the running
     p90 below the trees' minimum, a tree model once one beats it) and keeps the out-of-fold
     loss of every candidate; /metrics marks the served one."""
     retrainer, published, metrics = make(tmp_path, store, migrated_url, model_dir=model_dir)

@@ -13,9 +13,9 @@ from shared.schemas import TrainingEntry
 from tests.conftest import training_settings
 from tests.slots import RecordingSlot
 from training_server.metrics import TrainingMetrics
-from training_server.retrainer import Retrainer
+from training_server.retrain.loop import Retrainer
+from training_server.retrain.schedule import MIN_ROWS, WARMUP_ROWS, WARMUP_TICK_SEC, RetrainSchedule
 from training_server.store import SampleStore
-from training_server.warmup import MIN_ROWS, WARMUP_ROWS, WARMUP_TICK_SEC, RetrainSchedule
 
 
 class FakeClock:

@@ -3,7 +3,7 @@ it is cheap, and never leaves [MIN_WINDOW, configured]."""
 
 from __future__ import annotations
 
-from training_server.window_budget import MIN_WINDOW, WindowBudget
+from training_server.retrain.window import MIN_WINDOW, WindowBudget
 
 
 def test_overrun_shrinks_in_proportion() -> None:

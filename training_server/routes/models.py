@@ -20,7 +20,7 @@ from shared.targets import Target
 from shared.web.auth import Access, require
 from shared.wire import rfc3339
 from training_server.deps import PublishedBundle, SettingsDep, SlotDep, StoreDep
-from training_server.model_files import (
+from training_server.model_downloads import (
     MODEL_NAMES,
     UnknownModel,
     cold_start_files,

@@ -17,7 +17,7 @@ from shared.web.json_body import JSONBodyRoute
 from shared.wire import rfc3339
 from training_server.deps import MetricsDep, PublishedBundle, RetrainerDep, SettingsDep, StoreDep
 from training_server.metrics import legacy_lines, served_importances
-from training_server.retrainer import Retrainer
+from training_server.retrain.loop import Retrainer
 from training_server.store import SampleStore
 
 # JSONBodyRoute: a bad JSON body (NaN, 1e999, not UTF-8) answers the contract's 422.

@@ -1,7 +1,8 @@
-"""Which llm-d legacy files the trainer writes (LATENCY_LEGACY_ARTIFACTS=joblib), and when.
+"""Which llm-d legacy files the trainer writes (LATENCY_LEGACY_ARTIFACTS=joblib), and when:
+into each bundle it publishes (for_bundle), and the prior's before any (publish_prior_files).
 
 Into each bundle it publishes: ttft.joblib and tpot.joblib fitted on the same training rows
-as our models (training_server.legacy), or the prior's for a target that has no model yet.
+as our models (legacy.regressors), or the prior's for a target that has no model yet.
 
 Before any bundle: the cold-start prior (shared.prior). An llm-d prediction server is ready
 only once it has loaded a TTFT and a TPOT model, so the trainer serves the documented prior
@@ -28,7 +29,7 @@ from shared.features import NUMERIC_FIELDS, Columns
 from shared.prior import prior_predict
 from shared.settings import LegacyArtifacts, ModelType, ObjectiveType, TrainingSettings
 from shared.targets import TARGETS, Target
-from training_server.legacy import (
+from training_server.legacy.regressors import (
     FILE_NAMES,
     LegacyFit,
     dump,
@@ -36,7 +37,7 @@ from training_server.legacy import (
     fit_legacy,
     settings_columns,
 )
-from training_server.training import TargetFit
+from training_server.retrain.fit import TargetFit
 
 PRIOR_DIR = "legacy-prior"
 ROWS = 16384

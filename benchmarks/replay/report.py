@@ -1,8 +1,8 @@
 """Goal tables from saved `benchmarks.replay --json` outputs, e.g. before and after a change.
 
-    .venv/bin/python -m benchmarks.replay_report BEFORE.json [AFTER.json ...]
+    .venv/bin/python -m benchmarks.replay.report BEFORE.json [AFTER.json ...]
 
-For each file: its code version and mode, then issue 14's goal table (online: one row per
+For each file: its code version and mode, then the accuracy goals' table (online: one row per
 trace and target with the mean over runs and the range of runs; offline: as replay prints
 it). Pure reading of the files; no servers.
 """
@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.replay_goals import (
+from benchmarks.common import say
+from benchmarks.replay.goals import (
     OFFLINE_GOALS_HEADER,
     ONLINE_RATIO_LIMIT,
     offline_goal_row,
     online_verdict,
 )
-from benchmarks.replay_io import say
 
 ONLINE_HEADER = (
     "| trace / target | runs | cov | pinball | naive | ratio overall | ratio 2nd half | "

@@ -1,14 +1,15 @@
 """The llm-d service's model, refitted in process on the offline protocol's own splits.
 
-The issue's llm-d figures were measured on splits we do not have, and on these traces one
-row can move a seed's loss by 2x (sharegpt TPOT: one 106 ms request among 21 ms ones), so
-a fixed figure is a coarse yardstick. This is the same-split one: the estimator and
-hyperparameters the llm-d project's offline benchmark declares in sync with its training
-server (XGBoost quantile regression, alpha 0.9, 200 trees of depth 6, eta 0.05, subsample
-and column sample 0.8, min child weight 5, gamma 0.2, L1 0.01, L2 0.1, hist) on its
-feature lists (with decode_tokens_in_flight, and num_tokens_generated for TPOT), fitted on
-the whole 90 % and asked about the test rows as recorded. Reference only: the service itself
-also holds out a share of what it receives, so this fits on more rows than it would.
+The llm-d figures reported with the accuracy goals were measured on splits we do not have,
+and on these traces one row can move a seed's loss by 2x (sharegpt TPOT: one 106 ms request
+among 21 ms ones), so a fixed figure is a coarse yardstick. This is the same-split one: the
+estimator and hyperparameters the llm-d project's offline benchmark declares in sync with
+its training server (XGBoost quantile regression, alpha 0.9, 200 trees of depth 6, eta
+0.05, subsample and column sample 0.8, min child weight 5, gamma 0.2, L1 0.01, L2 0.1,
+hist) on its feature lists (with decode_tokens_in_flight, and num_tokens_generated for
+TPOT), fitted on the whole 90 % and asked about the test rows as recorded. Reference only:
+the service itself also holds out a share of what it receives, so this fits on more rows
+than it would.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 import xgboost as xgb
 
-from benchmarks.replay_io import measures
+from benchmarks.replay.rows import measures
 from shared.targets import Target
 
 LLMD_PARAMS: dict[str, Any] = {

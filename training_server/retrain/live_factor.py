@@ -1,12 +1,15 @@
-"""Adaptive conformal inference on the served predictions, in the leading trainer.
+"""The live factor (LiveCalibrator): adaptive conformal inference on the served predictions,
+run by the leading trainer, published in shared.live_calibration's file for every server.
 
-Every training row may carry the p90 the EPP acted on (`predicted_*_ms`). Once a second the
-leader reads the rows that arrived since its last step and moves one log-factor per target:
-up by step * q for every actual above its served p90, down by step * (1 - q) for every
-one at or below it. The factor stops moving exactly when misses run at 1 - q, and keeps the
-long-run share of misses there whatever the load does (Gibbs & Candes, 2021). The factor
-is published in <model_dir>/calibration.json (shared.live_calibration) for every
-prediction server. Followers only read that file.
+It corrects, between bundles, what the bundle's own factor (retrain.cross_conformal) left:
+every prediction server multiplies its answers by both. Every training row may carry the p90
+the EPP acted on (`predicted_*_ms`). Once a second the leader reads the rows that arrived
+since its last step and moves one log-factor per target: up by step * q for every actual
+above its served p90, down by step * (1 - q) for every one at or below it. The factor stops
+moving exactly when misses run at 1 - q, and keeps the long-run share of misses there
+whatever the load does (Gibbs & Candes, 2021). The factor is published in
+<model_dir>/calibration.json (shared.live_calibration) for every prediction server.
+Followers only read that file.
 
 Only targets the serving bundle has a trained model for are corrected: the cold-start prior
 is a documented formula, and its misses say nothing about the next model.
@@ -55,6 +58,8 @@ def aci_step(
 
 
 class LiveCalibrator:
+    """Leader: moves and publishes the live factor once a tick. Follower: reads it."""
+
     def __init__(
         self,
         settings: TrainingSettings,

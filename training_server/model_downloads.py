@@ -1,4 +1,5 @@
-"""Which file each model name of /models/list and /model/{name}/info|download stands for.
+"""The files behind the model download routes: which file each model name of /models/list
+and /model/{name}/info|download stands for, and what a cold start exports.
 
     ttft, tpot      the published bundle's native models (XGBoost JSON, LightGBM text); with
                     LATENCY_LEGACY_ARTIFACTS=joblib, llm-d's ttft.joblib / tpot.joblib instead
@@ -23,8 +24,8 @@ from shared.predictor import LoadedBundle
 from shared.settings import LegacyArtifacts, TrainingSettings
 from shared.targets import TARGETS, Target
 from shared.wire import rfc3339
-from training_server.legacy import FILE_NAMES
-from training_server.legacy_files import prior_dir
+from training_server.legacy.files import prior_dir
+from training_server.legacy.regressors import FILE_NAMES
 
 GATED_NAMES = ("ttft_gated", "tpot_gated")
 MODEL_NAMES = ("ttft", "tpot", "manifest", *GATED_NAMES)

@@ -1,4 +1,5 @@
-"""The retrain loop: window -> fit both targets -> evaluate -> publish bundle -> record.
+"""The retrain loop (Retrainer): a thread that, when the schedule says so and while it leads,
+runs one retrain's steps in order: window -> fit both targets -> publish -> record.
 
 Runs in its own thread so fitting never blocks the event loop (the libraries release the
 GIL while they train). One `except` around each retrain: it logs the traceback, records a
@@ -16,51 +17,33 @@ import os
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-import numpy as np
-
-from shared.artifact import (
-    BundleError,
-    Manifest,
-    TargetManifest,
-    new_version,
-    read_current_version,
-    write_bundle,
-)
+from shared.artifact import Manifest
 from shared.backends import library_versions
-from shared.features import Columns
-from shared.predictor import LoadedBundle, load_bundle, prior_bundle
+from shared.predictor import LoadedBundle, prior_bundle
 from shared.settings import LegacyArtifacts, TrainingSettings
 from shared.slot import BundleSlot
 from shared.targets import TARGETS, Target
-from training_server import legacy_files
-from training_server.evaluation import evaluate
 from training_server.leadership import AlwaysLeader, Leadership
 from training_server.metrics import TrainingMetrics
-from training_server.model_selection import train_target
+from training_server.retrain.fit import TargetFit
+from training_server.retrain.publish import PublishedFollower, bundle_manifest, write_and_load
+from training_server.retrain.record import RetrainRun, record_failed, record_ok
+from training_server.retrain.schedule import RetrainSchedule, backoff_factor
+from training_server.retrain.target import train_target
+from training_server.retrain.window import WindowBudget
 from training_server.store import SampleStore
-from training_server.tables import RETRAIN_METRICS
-from training_server.training import TargetFit
-from training_server.warmup import RetrainSchedule
-from training_server.window_budget import WindowBudget
 
 log = logging.getLogger(__name__)
-
-# Served rows scored per retrain (the newest since the previous one are what matters).
-LIVE_SCORE_ROWS = 200_000
 
 
 def replica_id() -> str:
     """host:pid names this training replica in the retrains table and /data/status."""
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-# Failed retrains in a row stretch the wait up to this many intervals (10 s -> 80 s).
-MAX_BACKOFF = 8
 
 
 class Outcome(StrEnum):
@@ -79,36 +62,10 @@ def trainer_slot(settings: TrainingSettings) -> BundleSlot:
     )
 
 
-class PublishedNotRecorded(Exception):
-    """The bundle was published (CURRENT names it, this replica serves it) but recording
-    the retrain failed: a failed retrain whose model is nevertheless the one served."""
-
-    def __init__(self, version: str, cause: BaseException):
-        super().__init__(
-            f"published {version}, but the retrain was not recorded: "
-            f"{type(cause).__name__}: {cause}"
-        )
-        self.version = version
-
-
-@dataclass
-class RetrainRun:
-    """One retrain in progress: what each step needs to know of it."""
-
-    started: datetime
-    t0: float  # perf_counter at the start, for the duration
-    watermark: int  # highest sample id this retrain sees
-    window_limit: int  # rows per target it fits on
-    fits: dict[Target, TargetFit] = field(default_factory=dict)
-    # The training rows of each target (columns, actual ms), for the legacy files.
-    windows: dict[Target, tuple[Columns, np.ndarray]] = field(default_factory=dict)
-
-    def duration_s(self) -> float:
-        return time.perf_counter() - self.t0
-
-
 @dataclass
 class RetrainState:
+    """What the loop remembers between retrains (and /data/status, /healthz report)."""
+
     trained_through: int = 0  # highest sample id the published model has seen
     consecutive_failures: int = 0
     total_failures: int = 0
@@ -118,6 +75,9 @@ class RetrainState:
 
 
 class Retrainer:
+    """One replica's retrains: the loop's thread (start/stop), one retrain (run_once, also
+    POST /retrain), its state (/data/status), and the leadership among replicas."""
+
     def __init__(
         self,
         settings: TrainingSettings,
@@ -133,7 +93,7 @@ class Retrainer:
         self.leadership: Leadership = leadership or AlwaysLeader()
         self.trainer_id = replica_id()
         metrics.is_leader.set(1 if self.leadership.is_leader else 0)
-        self._refused: str | None = None  # a published version that failed to load, logged once
+        self.published = PublishedFollower(settings.model_dir)
         self.state = RetrainState()
         self.window = WindowBudget(settings.max_training_window, settings.retraining_interval_sec)
         # The loop's clock, plus early retrains while the data is small.
@@ -190,20 +150,8 @@ class Retrainer:
 
     def _follow(self) -> None:
         """Serve the newest published bundle when CURRENT moved (the leader wrote it)."""
-        try:
-            version = read_current_version(self.settings.model_dir)
-        except OSError:
-            log.exception("cannot read the published version")
-            return
-        served = self.slot.published
-        if version is None or version in (served and served.version, self._refused):
-            return
-        try:
-            bundle = load_bundle(self.settings.model_dir, version)
-        except BundleError:
-            # Pruned between the read and the load, or broken: the leader's next one follows.
-            log.warning("published bundle %s not loaded", version, exc_info=True)
-            self._refused = version
+        bundle = self.published.newer(self.slot.published)
+        if bundle is None:
             return
         self.slot.publish(bundle)
         history = self.store.list_retrains(limit=1, ok_only=True)
@@ -242,9 +190,11 @@ class Retrainer:
             return Outcome.SKIPPED  # not enough samples yet for either target: the prior serves
         if not self._still_leading():
             return Outcome.FOLLOWER
-        manifest = self._manifest(run)
+        manifest = bundle_manifest(self.settings, run.started, run.fits)
         previous_through = self._publish(manifest, run)
-        row = self._record(manifest.version, run, previous_through)
+        row = record_ok(
+            self.store, self.settings, self.trainer_id, manifest.version, run, previous_through
+        )
         self._succeeded(row, run)
         return Outcome.OK
 
@@ -259,7 +209,7 @@ class Retrainer:
         fits: dict[Target, TargetFit] = {}
         for target in TARGETS:
             run.windows[target] = self.store.window(target, test=False, limit=run.window_limit)
-            # issue 14: the model is chosen per target among candidates (model_selection).
+            # The model is chosen per target among candidates (retrain.target, retrain.select).
             fits[target] = train_target(
                 s,
                 target,
@@ -277,29 +227,6 @@ class Retrainer:
         log.warning("leadership lost during the retrain; not publishing")
         return False
 
-    def _manifest(self, run: RetrainRun) -> Manifest:
-        s = self.settings
-        return Manifest(
-            version=new_version(run.started),
-            created_at=run.started,
-            model_type=s.model_type,
-            objective=s.objective_type,
-            quantile=s.quantile_alpha,
-            targets={
-                t: TargetManifest(
-                    file=None,
-                    features=list(f.features),
-                    train_samples=f.train_samples,
-                    test_samples=f.test_samples,
-                    metrics=f.metrics,
-                    space=f.space,
-                    calibration_log_offset=f.log_offset,
-                )
-                for t, f in run.fits.items()
-            },
-            library_versions=library_versions(),
-        )
-
     def _publish(self, manifest: Manifest, run: RetrainRun) -> int:
         """Write the bundle, verify it as readers will read it, and serve it; returns the
         watermark the previous bundle was trained through.
@@ -308,35 +235,12 @@ class Retrainer:
         before the bookkeeping, which needs the store: when that fails (a locked or lost
         database) this replica's routes and /model/export must not lag behind CURRENT, and
         the next tick must not publish yet another version of the same rows."""
-        s = self.settings
-        write_bundle(
-            s.model_dir,
-            manifest,
-            {t: f.model for t, f in run.fits.items()},
-            keep=s.keep_model_versions,
-            legacy_files=legacy_files.for_bundle(s, run.fits, run.windows),
-        )
-        bundle = load_bundle(s.model_dir, manifest.version)
+        bundle = write_and_load(self.settings, manifest, run.fits, run.windows)
         previous_through = self.state.trained_through
         self.slot.publish(bundle)
         self.state.trained_through = run.watermark
         self.metrics.model_published_at.set(run.started.timestamp())
         return previous_through
-
-    def _record(self, version: str, run: RetrainRun, previous_through: int) -> dict[str, Any]:
-        """The retrains row, with the live scores of the bundle it replaces; a failure here
-        is a failed retrain whose bundle is nevertheless served (PublishedNotRecorded)."""
-        row = self._row(version, "ok", None, run)
-        try:
-            row.update(
-                self._live_scores(previous_through, run.watermark),
-                window_limit=run.window_limit,
-                regimes={t.value: f.regimes for t, f in run.fits.items() if f.regimes},
-            )
-            self.store.record_retrain(row)
-        except Exception as exc:
-            raise PublishedNotRecorded(version, exc) from exc
-        return row
 
     def _succeeded(self, row: dict[str, Any], run: RetrainRun) -> None:
         """Size the next window by this retrain's time, reset the failure streak, tell."""
@@ -369,48 +273,6 @@ class Retrainer:
             ),
         )
 
-    def _row(
-        self, version: str | None, status: str, error: str | None, run: RetrainRun
-    ) -> dict[str, Any]:
-        s = self.settings
-        row: dict[str, Any] = {
-            "version": version,
-            "started_at": run.started,
-            "status": status,
-            "error": error,
-            "duration_s": run.duration_s(),
-            "model_type": s.model_type.value,
-            "objective": s.objective_type.value,
-            "quantile": s.quantile_alpha,
-            "max_sample_id": run.watermark,
-            "trainer": self.trainer_id,
-        }
-        for target, fit in run.fits.items():
-            t = target.value
-            row[f"{t}_train_samples"] = fit.train_samples
-            row[f"{t}_test_samples"] = fit.test_samples
-            for name in (*RETRAIN_METRICS, "raw_coverage", "calibration_log_offset"):
-                row[f"{t}_{name}"] = fit.metrics.get(name)
-            row[f"{t}_model_choice"] = fit.choice  # issue 14: which candidate won
-        if run.fits:
-            row["model_candidates"] = {t.value: f.candidates for t, f in run.fits.items()}
-        return row
-
-    def _live_scores(self, after_id: int, watermark: int) -> dict[str, Any]:
-        """The p90s served since the previous retrain (rows after `after_id`) against the
-        actuals that arrived since: the models that answered never saw these rows."""
-        rows = self.store.served_since(after_id, limit=LIVE_SCORE_ROWS)
-        keep = rows.ids <= watermark
-        out: dict[str, Any] = {}
-        for target in TARGETS:
-            actual, served = rows.scored(target, keep)
-            t = target.value
-            out[f"{t}_live_rows"] = len(actual)
-            scored = evaluate(actual, served, self.settings.quantile_alpha)
-            out[f"{t}_live_coverage"] = scored["coverage"]
-            out[f"{t}_live_pinball_loss"] = scored["pinball_loss"]
-        return out
-
     def _record_failure(self, exc: Exception, run: RetrainRun) -> None:
         log.exception("retrain failed")
         self.state.consecutive_failures += 1
@@ -418,11 +280,9 @@ class Retrainer:
         self.state.last_error = f"{type(exc).__name__}: {exc}"
         self.metrics.retrains.labels(Outcome.FAILED).inc()
         self.metrics.consecutive_failures.set(self.state.consecutive_failures)
-        version = exc.version if isinstance(exc, PublishedNotRecorded) else None
         try:
-            failed = RetrainRun(run.started, run.t0, run.watermark, run.window_limit)
-            self.store.record_retrain(
-                self._row(version, "failed", self.state.last_error[:2000], failed)
+            record_failed(
+                self.store, self.settings, self.trainer_id, exc, self.state.last_error, run
             )
         except Exception:  # the store may be what failed; the counters above still tell
             log.exception("could not record the failed retrain")
@@ -454,7 +314,7 @@ class Retrainer:
             wait = self.next_wait()
 
     def _due(self) -> bool:
-        """Whether this tick retrains (training_server.warmup): on the clock, or during the
+        """Whether this tick retrains (retrain.schedule): on the clock, or during the
         warm-up once the stored rows doubled. A store that does not answer leaves the
         clock alone to decide (run_once then records the failure)."""
         rows = 0
@@ -469,11 +329,10 @@ class Retrainer:
         return True
 
     def next_wait(self) -> float:
-        """The schedule's next tick; after failed retrains in a row the interval, doubled
-        per failure up to MAX_BACKOFF times: a broken store or disk is not hammered at full
-        rate, and the first success resets it."""
+        """The schedule's next tick; after failed retrains in a row the interval, stretched
+        by the schedule's backoff_factor (the first success resets it)."""
         failures = self.state.consecutive_failures
-        factor: int = min(2 ** max(failures - 1, 0), MAX_BACKOFF)
+        factor = backoff_factor(failures)
         if factor > 1:
             log.warning(
                 "%d failed retrains in a row: next try in %.0f s",

@@ -1,4 +1,4 @@
-"""Issue 14's goals, judged on replay results, with a measured diagnosis of every miss.
+"""The accuracy goals, judged on replay results, with a measured diagnosis of every miss.
 
 Online (per trace and target): coverage of the whole run within 0.88-0.92, pinball loss at
 most 0.8x the naive running p90's for TTFT and 1.0x for TPOT, over the whole run and in
@@ -16,7 +16,8 @@ import numpy as np
 COVERAGE_RANGE = (0.88, 0.92)
 ONLINE_RATIO_LIMIT = {"ttft": 0.8, "tpot": 1.0}
 OFFLINE_SHARE_OF_LLMD = 0.85
-# The llm-d service's offline pinball loss (same protocol, mean of two runs; issue 14).
+# The llm-d service's offline pinball loss as reported with the goals (same protocol, mean
+# of two runs).
 LLMD_OFFLINE_PINBALL = {
     "sharegpt-h200": {"ttft": 39.8, "tpot": 0.241},
     "chatbot-synthetic-h200": {"ttft": 552.6, "tpot": 0.480},
@@ -119,7 +120,7 @@ def online_goal_row(trace: str, target: str, summary: dict[str, Any]) -> str:
 
 
 OFFLINE_GOALS_HEADER = (
-    "| trace / target | cov (mean±std) | pinball (mean±std) | llm-d service (issue) | "
+    "| trace / target | cov (mean±std) | pinball (mean±std) | llm-d service (reported) | "
     "ours / service | llm-d model, same splits: cov / pinball | ours / model | goal "
     "| reason of a miss |\n|---|---|---|---|---|---|---|---|---|"
 )

@@ -1,4 +1,5 @@
-"""llm-d's legacy model files, written on request (LATENCY_LEGACY_ARTIFACTS=joblib).
+"""llm-d's legacy models: its feature frame, the regressors fitted on it, their joblib bytes
+(ttft.joblib, tpot.joblib; written on request, LATENCY_LEGACY_ARTIFACTS=joblib).
 
 `ttft.joblib` and `tpot.joblib` are what an llm-d prediction server downloads from
 `/model/{ttft,tpot}/download` and joblib-loads: scikit-learn-API XGBoost (or LightGBM)

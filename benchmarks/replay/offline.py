@@ -27,15 +27,18 @@ import httpx
 import numpy as np
 from pydantic import BaseModel
 
-from benchmarks.llmd_reference import llmd_predict
-from benchmarks.replay_goals import top_share
-from benchmarks.replay_io import Progress, ServerPair, measures, server_env
-from benchmarks.replay_metrics import aggregate_seeds, compare, mean_std, score
+from benchmarks.common import Progress
+from benchmarks.replay.goals import top_share
+from benchmarks.replay.inprocess import fit_as_retrainer
+from benchmarks.replay.llmd_reference import llmd_predict
+from benchmarks.replay.metrics import aggregate_seeds, compare, mean_std, score
+from benchmarks.replay.rows import measures
+from benchmarks.replay.servers import ServerPair, server_env
 from shared.features import columns_from_dicts
 from shared.schemas import PredictionRequest, TrainingEntry
 from shared.settings import TrainingSettings
 from shared.targets import TARGETS, Target
-from training_server.training import served_ms
+from training_server.retrain.evaluate import served_ms
 
 TEST_SHARE = 0.1
 INGEST_ROWS_PER_CALL = 1_000  # the EPP's flush size
@@ -91,7 +94,7 @@ def _score(
     quantile: float,
 ) -> dict[str, Any]:
     """Ours against the naive p90 of the train actuals, plus the llm-d model refitted on the
-    same split (benchmarks/llmd_reference.py)."""
+    same split (benchmarks/replay/llmd_reference.py)."""
     actual = np.array([float(rows[i][target.actual_field]) for i in positions])
     out = compare(
         actual, predicted, np.full(len(actual), _naive(train, target, quantile)), quantile
@@ -168,8 +171,6 @@ def _columns(rows: list[dict[str, Any]], model: type[BaseModel]) -> dict[str, np
 def _inprocess_seed(
     rows: list[dict[str, Any]], seed: int, settings: TrainingSettings
 ) -> dict[str, Any]:
-    from benchmarks.replay_inprocess import fit_as_retrainer
-
     test = llmd_split(rows, seed)
     train = training_rows(rows, test)
     # The store's held-out share, drawn per ingested row as SampleStore draws it.

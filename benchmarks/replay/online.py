@@ -20,8 +20,10 @@ from typing import Any
 import httpx
 import numpy as np
 
-from benchmarks.replay_io import Progress, ServerPair, check_local, measures, server_env
-from benchmarks.replay_metrics import TargetRecords, summarize_online
+from benchmarks.common import Progress
+from benchmarks.replay.metrics import TargetRecords, summarize_online
+from benchmarks.replay.rows import measures
+from benchmarks.replay.servers import ServerPair, check_local, server_env
 from benchmarks.trace_files import prediction_rows
 from shared.prior import PRIOR_VERSION
 from shared.targets import TARGETS, Target

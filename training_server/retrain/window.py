@@ -1,5 +1,5 @@
-"""How many of the newest rows per target a retrain may fit on, so that it stays within
-half of the retraining interval on whatever CPU the trainer has.
+"""How many of the newest rows per target a retrain fits on (WindowBudget): as many as keep
+it within half of the retraining interval on whatever CPU the trainer has.
 
 Fit time grows about linearly with rows, so after a retrain that overran its budget the
 window shrinks in proportion (aiming at 80 % of the budget), and after one that used under

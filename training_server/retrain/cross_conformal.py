@@ -1,14 +1,15 @@
-"""Cross-conformal calibration: out-of-fold scores of the training rows themselves.
+"""The bundle's calibration factor, fixed per bundle: cross-conformal, from out-of-fold scores
+of the training rows themselves (retrain.live_factor then corrects it between bundles).
 
 Split conformal needs rows no model saw, and a trainer that holds out 10 % of what it
 receives and calibrates on half of those has ~75 rows after 1,500: too few for a factor
-(the trainer before issue 14 needed 100, so offline its factor never applied).
+(the split-conformal trainer it replaced needed 100, so offline its factor never applied).
 Cross-conformal uses every training row instead: the rows are cut into K folds, each fold
 is predicted by a model fitted on the other K - 1, and the log-ratios actual / prediction
 of all rows (each scored by a model that never saw it) give the finite-sample conformal
 quantile, served as one factor with the model refitted on all rows (a slightly better
 model than the fold models, so the factor errs on the safe side). The same out-of-fold
-predictions score the candidate models (training_server.model_selection).
+predictions score the candidate models (retrain.select).
 """
 
 from __future__ import annotations

@@ -1,38 +1,33 @@
-"""One target's retrain: choose the model by out-of-fold pinball loss, fit it on every
-row, calibrate it cross-conformally, score it on the held-out rows.
+"""Which candidate a retrain serves for one target (select): the lowest out-of-fold pinball
+loss, each candidate with its own cross-conformal factor, then the forward check.
 
-Every candidate (training_server.candidates: the running p90, and tree models) is fitted
-K times (training_server.conformal.fold_ids) on the newest training rows (at most
-MAX_SELECTION_ROWS, so a large store costs a bounded extra), each fold predicted by a model
-that never saw it. Each candidate's
-out-of-fold predictions get their own conformal factor and are then scored by pinball loss
-in ms, the loss the EPP pays; the lowest wins (the simpler one on a tie), so a tree model
-is served only once it beats the running p90 on rows it never saw. The winner is refitted
-on the whole window and served with its factor. The held-out rows (never fitted, never
-used to choose) score what the prediction servers will answer.
+Every candidate (retrain.candidates: the running p90, and tree models) is fitted K times
+(retrain.cross_conformal.fold_ids) on the newest training rows (at most MAX_SELECTION_ROWS,
+so a large store costs a bounded extra), each fold predicted by a model that never saw it.
+Each candidate's out-of-fold predictions get their own conformal factor and are then scored
+by pinball loss in ms, the loss the EPP pays; the lowest wins (the simpler one on a tie), so
+a tree model is served only once it beats the running p90 on rows it never saw.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from shared.backends import Backend, FitParams, backend_for
-from shared.features import Columns, feature_names
-from shared.settings import Calibration, TrainingSettings
-from shared.targets import Target
-from training_server.candidates import Candidate, candidates
-from training_server.conformal import conformal_offset, fold_ids, log_scores, out_of_fold, take
-from training_server.evaluation import pinball_loss
-from training_server.training import (
-    MIN_ROWS_FOR_A_QUANTILE,
-    TargetFit,
-    fit_model,
-    fit_params,
-    model_ms,
-    score_held_out,
+from shared.backends import Backend, FitParams
+from shared.features import Columns
+from training_server.retrain.candidates import Candidate
+from training_server.retrain.cross_conformal import (
+    conformal_offset,
+    fold_ids,
+    log_scores,
+    out_of_fold,
+    take,
 )
+from training_server.retrain.evaluate import pinball_loss
+from training_server.retrain.fit import fit_model, model_ms
 
 # Out-of-fold fits use at most this many of the newest rows: enough to rank candidates and
 # place a factor (1,000 scores above the p90), and the extra cost stays flat however large
@@ -118,39 +113,26 @@ def newest(columns: Columns, y: np.ndarray, limit: int) -> tuple[Columns, np.nda
     return take(columns, keep), y[keep]
 
 
-def train_target(
-    settings: TrainingSettings,
-    target: Target,
+@dataclass(frozen=True)
+class Selection:
+    """One target's choice: the candidate to serve, and every candidate's result."""
+
+    best: Scored
+    scored: list[Scored]
+
+
+def select(
+    backend: Backend,
+    base: FitParams,
+    names: tuple[str, ...],
+    candidates: list[Candidate],
     train: tuple[Columns, np.ndarray],
-    test: tuple[Columns, np.ndarray],
-) -> TargetFit:
-    """The fit a retrain serves for `target` from its training and held-out windows (both
-    oldest first, actuals in ms); a fit without a model below MIN_ROWS_FOR_A_QUANTILE rows
-    (the cold-start prior answers)."""
-    names = feature_names(
-        target,
-        token_in_flight=settings.enable_token_in_flight_features,
-        encoder=settings.enable_encoder_features,
-    )
-    backend = backend_for(settings.model_type)
-    columns, y = train
-    result = TargetFit(None, names, len(y), len(test[1]))
-    if len(y) < MIN_ROWS_FOR_A_QUANTILE:
-        return result
-    base = fit_params(settings, target, names)
-    calibrate = settings.calibration is not Calibration.NONE
-    chosen_cols, chosen_y = newest(columns, y, MAX_SELECTION_ROWS)
-    scored = [
-        score_candidate(backend, base, names, c, chosen_cols, chosen_y, calibrate)
-        for c in candidates(target, settings, len(y), select=settings.model_selection)
-    ]
+    *,
+    calibrate: bool,
+) -> Selection:
+    """The candidate to serve, scored on the newest MAX_SELECTION_ROWS of `train` (oldest
+    first, actuals in ms); `candidates` first = preferred on a tie."""
+    columns, y = newest(*train, MAX_SELECTION_ROWS)
+    scored = [score_candidate(backend, base, names, c, columns, y, calibrate) for c in candidates]
     best = min(scored, key=lambda s: s.pinball)  # min keeps the first of equal losses
-    best = forward_check(backend, base, names, scored, best, chosen_cols, chosen_y)
-    result.model = fit_model(
-        backend, best.candidate.params(base), names, columns, y, best.candidate.space
-    )
-    result.space, result.log_offset = best.candidate.space, best.log_offset
-    result.choice = best.candidate.name
-    result.candidates = {s.candidate.name: s.pinball for s in scored}
-    score_held_out(backend, result, test, settings.quantile_alpha)
-    return result
+    return Selection(forward_check(backend, base, names, scored, best, columns, y), scored)

@@ -1,9 +1,8 @@
-"""Fit and score one target's model (training_server.model_selection decides which one).
-Pure: arrays in, model and metrics out."""
+"""One target's fit (TargetFit: the model a retrain serves, its factor and scores) and the
+fitting itself: a model of a target space on actuals in ms (fit_model, fit_params). Pure."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -13,10 +12,11 @@ import numpy as np
 from shared.backends import Backend, FitParams
 from shared.cpus import available_cpus
 from shared.features import Columns, build_matrix, monotone_constraints
+from shared.served import answer_ms
 from shared.settings import TrainingSettings
-from shared.target_space import TargetSpace, space_for, to_label, to_ms
+from shared.target_space import TargetSpace, space_for, to_label
 from shared.targets import Target
-from training_server.evaluation import evaluate, regime_coverage
+from shared.tree_eval import CompiledTrees
 
 # From this many rows a target is answered by their quantile instead of the prior.
 MIN_ROWS_FOR_A_QUANTILE = 10
@@ -33,17 +33,23 @@ TREES_START_QUANTILE = 0.5
 
 @dataclass
 class TargetFit:
+    """What a retrain serves for one target: the model (None: the prior answers), its space
+    and factor, and how it scored."""
+
     model: Any | None
     features: tuple[str, ...]
     train_samples: int
     test_samples: int
     metrics: dict[str, float | None] = field(default_factory=dict)
-    log_offset: float = 0.0  # conformal correction served with the model
+    log_offset: float = 0.0  # cross-conformal correction served with the model
     space: TargetSpace = TargetSpace.MS
     regimes: dict[str, dict[str, float | int]] = field(default_factory=dict)
-    choice: str | None = None  # the candidate served (training_server.candidates)
-    # Out-of-fold pinball loss of every candidate considered (training_server.model_selection).
+    choice: str | None = None  # the candidate served (retrain.candidates)
+    # Out-of-fold pinball loss of every candidate considered (retrain.select).
     candidates: dict[str, float] = field(default_factory=dict)
+    # The model as the prediction servers' walk evaluates it (shared.served.compile_model);
+    # None: the library answers, as it does on a server for a model the walk cannot take.
+    compiled: CompiledTrees | None = field(default=None, repr=False)
 
 
 def fit_model(
@@ -64,40 +70,12 @@ def fit_model(
     )
 
 
-def score_held_out(
-    backend: Backend, fit: TargetFit, held_out: tuple[Columns, np.ndarray], quantile: float
-) -> None:
-    """Metrics of what the prediction servers will answer with `fit`, on rows it never saw,
-    overall and per regime (into fit.metrics and fit.regimes)."""
-    columns, y = held_out
-    if len(y):
-        raw = uncalibrated_ms(backend, fit, columns)
-        served = raw * math.exp(fit.log_offset)
-        fit.metrics = evaluate(y, served, quantile)
-        fit.metrics["raw_coverage"] = float(np.mean(y <= raw))
-        fit.regimes = regime_coverage(columns, y, served)
-    else:
-        fit.metrics = evaluate(y, y, quantile)
-    fit.metrics["calibration_log_offset"] = fit.log_offset
-
-
-def uncalibrated_ms(backend: Backend, fit: TargetFit, columns: Columns) -> np.ndarray:
-    """The fitted model's answer in ms, before the calibration factor."""
-    return model_ms(backend, fit.model, fit.features, fit.space, columns)
-
-
 def model_ms(
     backend: Backend, model: Any, names: Sequence[str], space: TargetSpace, columns: Columns
 ) -> np.ndarray:
-    """`model`'s answer in ms (a model of `space`), before any calibration factor."""
-    output = backend.predict(model, build_matrix(columns, names))
-    ms: np.ndarray = np.maximum(to_ms(space, columns, output), 0.0)
-    return ms
-
-
-def served_ms(backend: Backend, fit: TargetFit, columns: Columns) -> np.ndarray:
-    """What a prediction server answers with this fit (before any live correction)."""
-    return uncalibrated_ms(backend, fit, columns) * math.exp(fit.log_offset)
+    """`model`'s answer in ms (a model of `space`) by the library, before any calibration
+    factor: how the candidates' fold models, never served, are scored (retrain.select)."""
+    return answer_ms(space, columns, backend.predict(model, build_matrix(columns, names)), 1.0)
 
 
 def fit_params(settings: TrainingSettings, target: Target, names: Sequence[str]) -> FitParams:

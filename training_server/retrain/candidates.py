@@ -1,4 +1,4 @@
-"""The models a retrain chooses among, per target (training_server.model_selection).
+"""The models a retrain chooses among, per target (retrain.select picks one by its loss).
 
 Every candidate is one native model file plus a space and a factor, so whichever wins is
 served by the same bundle format and prediction path:

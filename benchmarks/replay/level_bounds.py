@@ -1,9 +1,9 @@
 """How much of a trace's pinball loss a p90 that only tracks the recent level could save.
 
-    .venv/bin/python -m benchmarks.level_bounds [--trace NAME ...] [--rows-per-batch 50]
+    .venv/bin/python -m benchmarks.replay.level_bounds [--trace NAME ...] [--rows-per-batch 50]
 
-For each trace and target, against the naive running p90 of benchmarks/replay.py (all
-actuals before the batch), the pinball ratio of:
+For each trace and target, against the replay's naive running p90 (all actuals before the
+batch), the pinball ratio of:
 - causal windows: the p90 of the last W actuals before the batch (what any predictor that
   tracks the level could know, with no features at all);
 - hindsight windows: the p90 of the W actuals centred on each row, the row's own
@@ -19,9 +19,10 @@ import argparse
 
 import numpy as np
 
+from benchmarks.common import say
 from benchmarks.trace_files import load_trace
 from shared.targets import TARGETS
-from training_server.evaluation import pinball_loss
+from training_server.retrain.evaluate import pinball_loss
 
 WINDOWS = (50, 100, 200, 400)
 Q = 0.9
@@ -58,14 +59,14 @@ def main() -> None:
     args = parser.parse_args()
     names = args.trace or ["sharegpt-h200", "chatbot-synthetic-h200"]
     header = ["trace", "target", *(f"{k} {w}" for k in ("causal", "hindsight") for w in WINDOWS)]
-    print(" | ".join(header))
+    say(" | ".join(header))
     for name in names:
         rows = load_trace(name)
         for target in TARGETS:
             actual = np.array([float(r.get(target.actual_field) or 0) for r in rows])
             r = ratios(actual, args.rows_per_batch)
             cells = [f"{r[f'{k} {w}']:.2f}" for k in ("causal", "hindsight") for w in WINDOWS]
-            print(" | ".join([name, target.value, *cells]))
+            say(" | ".join([name, target.value, *cells]))
 
 
 if __name__ == "__main__":

@@ -1,10 +1,20 @@
-"""Accuracy of a quantile prediction on held-out rows. Pure numpy, no I/O."""
+"""Accuracy of a quantile prediction (evaluate, pinball_loss, regime_coverage), and a fit
+scored on held-out rows as the prediction servers will answer (score_held_out). No I/O.
+
+What a server answers is computed by the serving code itself (shared.served): the compiled
+walk where the servers use it, the space's way back to ms, the calibration factor.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from shared.features import FEATURES, Columns
+from shared.backends import Backend
+from shared.features import FEATURES, Columns, build_matrix
+from shared.served import answer_ms, calibration_scale, model_output
+from training_server.retrain.fit import TargetFit
 
 
 def _mean(values: np.ndarray) -> float:
@@ -72,3 +82,43 @@ def regime_coverage(
         for name, mask in masks.items()
         if mask.any()
     }
+
+
+@dataclass(frozen=True)
+class Answers:
+    """A fit's answers in ms to some rows: before its calibration factor, and as served."""
+
+    uncalibrated: np.ndarray
+    served: np.ndarray
+
+
+def answers(backend: Backend, fit: TargetFit, columns: Columns) -> Answers:
+    """What a prediction server answers with `fit` (before any live correction), and the
+    same before the fit's factor (`fit` must have a model)."""
+    matrix = build_matrix(columns, fit.features)
+    output = model_output(backend, fit.model, fit.compiled, matrix)
+    return Answers(
+        uncalibrated=answer_ms(fit.space, columns, output, 1.0),
+        served=answer_ms(fit.space, columns, output, calibration_scale(fit.log_offset)),
+    )
+
+
+def served_ms(backend: Backend, fit: TargetFit, columns: Columns) -> np.ndarray:
+    """What a prediction server answers with this fit (before any live correction)."""
+    return answers(backend, fit, columns).served
+
+
+def score_held_out(
+    backend: Backend, fit: TargetFit, held_out: tuple[Columns, np.ndarray], quantile: float
+) -> None:
+    """Metrics of what the prediction servers will answer with `fit`, on rows it never saw,
+    overall and per regime (into fit.metrics and fit.regimes)."""
+    columns, y = held_out
+    if len(y):
+        answered = answers(backend, fit, columns)
+        fit.metrics = evaluate(y, answered.served, quantile)
+        fit.metrics["raw_coverage"] = float(np.mean(y <= answered.uncalibrated))
+        fit.regimes = regime_coverage(columns, y, answered.served)
+    else:
+        fit.metrics = evaluate(y, y, quantile)
+    fit.metrics["calibration_log_offset"] = fit.log_offset

@@ -1,4 +1,5 @@
-"""When the retrain loop retrains: on its clock, and earlier while the data is small.
+"""When the retrain loop retrains (RetrainSchedule): on its clock, earlier while the data is
+small, and later after failed retrains (backoff_factor).
 
 On the clock alone (LATENCY_RETRAINING_INTERVAL_SEC, 10 s) the first model of a new
 deployment comes 10 s after its first row, and the second one fits on whatever the first
@@ -22,6 +23,15 @@ WARMUP_TICK_SEC = 0.5
 MIN_ROWS = 20
 # Early retrains stop once one has seen this many rows (both targets together).
 WARMUP_ROWS = 5_000
+# Failed retrains in a row stretch the wait up to this many intervals (10 s -> 80 s).
+MAX_BACKOFF = 8
+
+
+def backoff_factor(failures: int) -> int:
+    """The interval's multiple after `failures` failed retrains in a row: doubled per failure
+    up to MAX_BACKOFF, so a broken store or disk is not hammered at full rate (1: none)."""
+    factor: int = min(2 ** max(failures - 1, 0), MAX_BACKOFF)
+    return factor
 
 
 class RetrainSchedule:

@@ -1,88 +1,18 @@
-"""What every replay mode shares: output, progress, traces, server environments."""
+"""The servers the HTTP modes replay against: their environment, and a fresh pair of them
+(or the caller's own, on 127.0.0.1 only)."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlparse
 
-from benchmarks.trace_files import TRACE_DIR, load_trace
+from benchmarks.common import note
 from devkit.processes import ServerProcess, free_port
-from shared.targets import Target
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 LARGE = "1000000"  # retention caps: every replayed row stays trainable
-
-
-def say(text: str = "") -> None:
-    print(text, flush=True)
-
-
-def note(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-def load_rows(spec: str) -> tuple[str, list[dict[str, Any]]]:
-    """A trace name in TRACE_DIR, or a path to any file in the same JSON-lines format."""
-    path = Path(spec)
-    if path.suffix == ".jsonl" or path.is_file():
-        with path.open() as fh:
-            return path.stem, [json.loads(line) for line in fh if line.strip()]
-    if not (TRACE_DIR / f"{spec}.jsonl").is_file():
-        known = ", ".join(sorted(p.stem for p in TRACE_DIR.glob("*.jsonl")))
-        raise SystemExit(f"no trace {spec!r} (known: {known}; or give a .jsonl path)")
-    return spec, load_trace(spec)
-
-
-def measures(row: dict[str, Any], target: Target) -> bool:
-    return float(row.get(target.actual_field) or 0) > 0
-
-
-def git_state() -> str:
-    root = Path(__file__).resolve().parents[1]
-
-    def git(*cmd: str) -> str:
-        return subprocess.run(
-            ["git", *cmd], cwd=root, text=True, capture_output=True, timeout=10, check=False
-        ).stdout.strip()
-
-    try:
-        head = git("rev-parse", "--short", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return head + (" (uncommitted changes)" if dirty else "")
-
-
-class Progress:
-    """One "\\r" line on stderr."""
-
-    def __init__(self, label: str, total: int, enabled: bool = True):
-        self.label, self.total, self.enabled = label, max(total, 1), enabled
-        self.started = time.monotonic()
-
-    def update(self, done: int, extra: str = "") -> None:
-        if not self.enabled:
-            return
-        width = 30
-        filled = int(width * done / self.total)
-        bar = "#" * filled + "." * (width - filled)
-        sys.stderr.write(
-            f"\r{self.label} [{bar}] {done}/{self.total} "
-            f"{time.monotonic() - self.started:5.1f}s {extra:<40}"
-        )
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
 
 
 def server_env(workdir: Path, args: argparse.Namespace) -> dict[str, str]:

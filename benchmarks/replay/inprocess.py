@@ -1,0 +1,242 @@
+"""The online replay's protocol without servers or clocks, for quick A/B of choices.
+
+Same batches, same order, same scoring and naive p90 as the online mode (online.py), but in
+one process and deterministic: each row joins the held-out share with probability
+LATENCY_TEST_TRAIN_RATIO (seeded); the retrainer's schedule
+(training_server.retrain.schedule: the clock of `--retrain-interval / --batch-seconds` batches, and
+early retrains while the data is small) is asked half-way between batches, and a retrain
+it calls for fits every row sent so far (the retrainer's own train_target on the same
+windows) and answers from the next batch (the prediction server loads it within a sync);
+the prior answers a target until then; and the live calibration factor moves after every
+batch (aci_step, as the leading trainer does once a second) and applies from the next
+batch. What it leaves out: retrain time, the retention and window caps, sync jitter. A
+trace takes seconds; use the online mode for the figures that count.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from benchmarks.replay.metrics import TargetRecords, summarize_online
+from benchmarks.trace_files import prediction_rows
+from shared.backends import Backend, backend_for
+from shared.features import Columns, columns_from_dicts
+from shared.prior import prior_predict
+from shared.schemas import PredictionRequest, TrainingEntry
+from shared.settings import Calibration, TrainingSettings
+from shared.targets import TARGETS, Target
+from training_server.retrain.evaluate import served_ms
+from training_server.retrain.fit import TargetFit
+from training_server.retrain.live_factor import aci_step
+from training_server.retrain.schedule import RetrainSchedule
+from training_server.retrain.target import train_target
+
+# Batches between the last row a retrain saw and the first batch its model answers.
+SERVE_LAG_BATCHES = 1
+
+
+@dataclass
+class RetrainerFit:
+    backend: Backend
+    fit: TargetFit
+    choice: str | None
+
+
+def fit_as_retrainer(
+    settings: TrainingSettings,
+    target: Target,
+    train: tuple[Columns, np.ndarray],
+    test: tuple[Columns, np.ndarray],
+) -> RetrainerFit:
+    """One target's fit exactly as the retrainer makes it from its two windows."""
+    fit = train_target(settings, target, train, test)
+    return RetrainerFit(backend_for(settings.model_type), fit, fit.choice)
+
+
+def _subset(columns: Columns, index: np.ndarray) -> Columns:
+    return {name: values[index] for name, values in columns.items()}
+
+
+class ReplaySchedule:
+    """The retrainer's schedule (training_server.retrain.schedule) on the replay's clock: it looks
+    half-way between batches, so a retrain sees every batch sent so far and answers from
+    the next one."""
+
+    def __init__(self, interval_batches: int, early: bool):
+        self.now = 0.0
+        self.schedule = RetrainSchedule(
+            float(interval_batches), early=early, clock=lambda: self.now
+        )
+
+    def due(self, batch: int, rows: int) -> bool:
+        self.now = batch + 0.5
+        if not self.schedule.due(rows):
+            return False
+        self.schedule.started(rows)
+        return True
+
+
+@dataclass
+class TraceColumns:
+    """One trace as the replay feeds a target: the rows as trained on and as asked about
+    (without actuals), the target's actuals, which rows measure it, which are held out."""
+
+    train: Columns
+    ask: Columns
+    actual: np.ndarray
+    measured: np.ndarray
+    held: np.ndarray
+
+
+def trace_columns(
+    rows: list[dict[str, Any]], target: Target, settings: TrainingSettings, seed: int
+) -> TraceColumns:
+    held = _held_out(len(rows), settings, seed)
+    train = columns_from_dicts([TrainingEntry.model_validate(r).model_dump() for r in rows])
+    ask = columns_from_dicts(
+        [PredictionRequest.model_validate(r).model_dump() for r in prediction_rows(rows)]
+    )
+    actual = np.array([float(r.get(target.actual_field) or 0) for r in rows])
+    return TraceColumns(train, ask, actual, actual > 0, held)
+
+
+class TargetReplay:
+    """One target, batch by batch: what is served (the prior until a trained model, then
+    the model times the live factor), how it scores, and the retrains the schedule calls."""
+
+    def __init__(
+        self,
+        data: TraceColumns,
+        target: Target,
+        settings: TrainingSettings,
+        retrain_every: int,
+    ):
+        self.data, self.target, self.settings = data, target, settings
+        self.schedule = ReplaySchedule(retrain_every, settings.early_retrains)
+        self.records = TargetRecords()
+        self.retrains: list[dict[str, Any]] = []
+        self.serving: RetrainerFit | None = None
+        self.pending: list[tuple[int, RetrainerFit]] = []  # (first batch it answers, fit)
+        self.live = 0.0
+
+    def batch(self, k: int, batch: np.ndarray, warmup: int) -> None:
+        """Batch `k` (row positions `batch`): serve, score from `warmup` on, move the live
+        factor, then retrain if the schedule calls for it."""
+        data, q = self.data, self.settings.quantile_alpha
+        while self.pending and self.pending[0][0] <= k:
+            self.serving = self.pending.pop(0)[1]
+        scored = batch[data.measured[batch]]
+        trained, served = self._served(scored)
+        start = int(batch[0])
+        seen = data.actual[:start][data.measured[:start]]
+        if k >= warmup and len(seen):
+            naive = float(np.quantile(seen, q))
+            for i, row in enumerate(scored):
+                self.records.add(
+                    int(row), float(data.actual[row]), float(served[i]), naive, trained
+                )
+        adaptive = self.settings.calibration is Calibration.ADAPTIVE
+        if adaptive and trained and len(scored):
+            step = self.settings.calibration_step
+            self.live = aci_step(self.live, data.actual[scored], served, q, step)
+        if self.schedule.due(k, int(batch[-1]) + 1):
+            self._retrain(k, int(batch[-1]) + 1)
+
+    def _served(self, scored: np.ndarray) -> tuple[bool, np.ndarray]:
+        serving = self.serving
+        trained = serving is not None and serving.fit.model is not None
+        if serving is not None and trained:
+            asked = _subset(self.data.ask, scored)
+            return trained, served_ms(serving.backend, serving.fit, asked) * math.exp(self.live)
+        # what the prediction server answers before a model of this target
+        return trained, prior_predict(self.target, _subset(self.data.ask, scored))
+
+    def _retrain(self, k: int, sent: int) -> None:
+        """The retrainer's fit on every row sent so far; it answers from batch k + lag."""
+        data = self.data
+        mine = np.arange(sent)[data.measured[:sent]]
+        train, test = mine[~data.held[mine]], mine[data.held[mine]]
+        fit = fit_as_retrainer(
+            self.settings,
+            self.target,
+            (_subset(data.train, train), data.actual[train]),
+            (_subset(data.train, test), data.actual[test]),
+        )
+        self.pending.append((k + SERVE_LAG_BATCHES, fit))
+        self.retrains.append(
+            {
+                "batch": k + 1,
+                "rows": len(train),
+                "choice": fit.choice,
+                "log_offset": fit.fit.log_offset,
+                "live": self.live,
+                "candidates": fit.fit.candidates,
+            }
+        )
+
+
+def replay_target(
+    rows: list[dict[str, Any]],
+    target: Target,
+    settings: TrainingSettings,
+    *,
+    per: int,
+    retrain_every: int,
+    warmup: int,
+    windows: int,
+    seed: int,
+) -> dict[str, Any]:
+    n = len(rows)
+    replay = TargetReplay(
+        trace_columns(rows, target, settings, seed), target, settings, retrain_every
+    )
+    for k, start in enumerate(range(0, n, per)):
+        replay.batch(k, np.arange(start, min(start + per, n)), warmup)
+    summary = summarize_online(replay.records, n, windows, settings.quantile_alpha)
+    summary["retrains"] = replay.retrains
+    summary["model_choices"] = _counts(r["choice"] for r in replay.retrains)
+    return summary
+
+
+def _counts(values: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for value in values:
+        out[str(value)] = out.get(str(value), 0) + 1
+    return out
+
+
+def _held_out(n: int, settings: TrainingSettings, seed: int) -> np.ndarray:
+    rng = random.Random(seed)
+    return np.array([rng.random() < settings.test_train_ratio for _ in range(n)])
+
+
+def run_inprocess(
+    name: str, rows: list[dict[str, Any]], args: Any, settings: TrainingSettings
+) -> dict[str, Any]:
+    every = max(1, round(args.retrain_interval / args.batch_seconds))
+    # The online mode's servers retrain from 50 rows; so does this.
+    settings = settings.model_copy(update={"min_samples_for_retrain": 50})
+    return {
+        "trace": name,
+        "rows": len(rows),
+        "seed": args.seed,
+        "batches": math.ceil(len(rows) / args.rows_per_batch),
+        "targets": {
+            t.value: replay_target(
+                rows,
+                t,
+                settings,
+                per=args.rows_per_batch,
+                retrain_every=every,
+                warmup=args.warmup_batches,
+                windows=args.windows,
+                seed=args.seed,
+            )
+            for t in TARGETS
+        },
+    }
