@@ -17,15 +17,8 @@ import msgspec
 import numpy as np
 from pydantic import TypeAdapter
 
-from shared.features import (
-    FRACTION_FIELDS,
-    OPTIONAL_COUNT_FIELDS,
-    REQUIRED_COUNT_FIELDS,
-    Columns,
-    columns_from_dicts,
-    pod_type_code,
-)
-from shared.schemas import COUNT_MAX, PredictionRequest
+from shared.features import NUMERIC_FIELDS, Columns, columns_from_dicts, pod_type_code
+from shared.schemas import COUNT_MAX, REQUEST_ROW, PredictionRequest, RowField, RowKind
 
 _ROWS = TypeAdapter(list[PredictionRequest])
 
@@ -34,9 +27,26 @@ class _Unusual(Exception):
     """The fast path declines; pydantic decides."""
 
 
-_REQUIRED = FRACTION_FIELDS + REQUIRED_COUNT_FIELDS
-_NAMES = _REQUIRED + OPTIONAL_COUNT_FIELDS
-_FRACTIONS = len(FRACTION_FIELDS)
+# Everything below is derived from the row PredictionRequest declares (shared.schemas):
+# the numeric fields, required ones first (the fast path reads those with r[name]), then
+# the labels. pod_type is the one label that is a feature.
+_FIELDS = {f.name: f for f in REQUEST_ROW}
+_NAMES = tuple(sorted(NUMERIC_FIELDS, key=lambda n: not _FIELDS[n].required))
+_REQUIRED = tuple(n for n in _NAMES if _FIELDS[n].required)
+_OPTIONAL = tuple((n, _FIELDS[n].default) for n in _NAMES if not _FIELDS[n].required)
+_LABELS = tuple(f.name for f in REQUEST_ROW if f.kind is RowKind.LABEL)
+
+
+def _columns_of(kind: RowKind) -> slice | list[int]:
+    # A slice where the kind's columns are adjacent (they are today): numpy's fancy
+    # indexing with a list costs ~1.5 us a call even on a one-row table.
+    found = [i for i, n in enumerate(_NAMES) if _FIELDS[n].kind is kind]
+    adjacent = bool(found) and found == list(range(found[0], found[-1] + 1))
+    return slice(found[0], found[-1] + 1) if adjacent else found
+
+
+_FRACTION_COLUMNS = _columns_of(RowKind.FRACTION)
+_COUNT_COLUMNS = _columns_of(RowKind.COUNT)
 
 
 def _fast_columns(rows: Sequence[Any]) -> Columns:
@@ -45,8 +55,10 @@ def _fast_columns(rows: Sequence[Any]) -> Columns:
     # than the schema. Booleans are looked for first: numpy would take them as 1.0 and 0.0.
     try:
         values = [
-            [r[n] for n in _REQUIRED] + [r.get(n, 0) for n in OPTIONAL_COUNT_FIELDS] for r in rows
+            [r[n] for n in _REQUIRED] + [r.get(n, default) for n, default in _OPTIONAL]
+            for r in rows
         ]
+        labels = {name: [r.get(name) for r in rows] for name in _LABELS}
     except (KeyError, TypeError, AttributeError) as exc:
         raise _Unusual from exc
     if any(bool in map(type, row) for row in values):
@@ -58,17 +70,16 @@ def _fast_columns(rows: Sequence[Any]) -> Columns:
     if table.dtype.kind not in "iuf" or table.ndim != 2:
         raise _Unusual
     table = table.astype(np.float64, copy=False)
-    fractions, counts = table[:, :_FRACTIONS], table[:, _FRACTIONS:]
+    fractions, counts = table[:, _FRACTION_COLUMNS], table[:, _COUNT_COLUMNS]
     if not np.all((fractions >= 0.0) & (fractions <= 1.0)):  # also false for NaN
         raise _Unusual
     if not np.all((counts >= 0.0) & (counts < 2.0**63) & (counts == np.floor(counts))):
         raise _Unusual
-    columns: Columns = {name: table[:, i] for i, name in enumerate(_NAMES)}
-    pod_types = [r.get("pod_type") for r in rows]
-    if not all(p is None or isinstance(p, str) for p in pod_types):
+    if not all(v is None or isinstance(v, str) for v in chain.from_iterable(labels.values())):
         raise _Unusual
+    columns: Columns = {name: table[:, i] for i, name in enumerate(_NAMES)}
     columns["pod_type_code"] = np.fromiter(
-        (pod_type_code(p) for p in pod_types), dtype=np.float64, count=len(rows)
+        (pod_type_code(p) for p in labels["pod_type"]), dtype=np.float64, count=len(rows)
     )
     return columns
 
@@ -82,32 +93,34 @@ def decode_prediction_rows(rows: Sequence[Any]) -> Columns:
         return columns_from_dicts([r.model_dump() for r in validated])
 
 
-_Fraction = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
-_Count = Annotated[int, msgspec.Meta(ge=0, le=COUNT_MAX)]
+# The kinds as msgspec types: pydantic's types and ranges, without its lax coercion.
+_STRICT_TYPES: dict[RowKind, Any] = {
+    RowKind.FRACTION: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)],
+    RowKind.COUNT: Annotated[int, msgspec.Meta(ge=0, le=COUNT_MAX)],
+    RowKind.LABEL: str | None,
+}
 
 
-class _StrictRow(msgspec.Struct):
-    """PredictionRequest without lax coercion; fields in _NAMES order, pod_type last."""
-
-    kv_cache_percentage: _Fraction
-    prefix_cache_score: _Fraction
-    input_token_length: _Count
-    num_request_waiting: _Count
-    num_request_running: _Count
-    num_tokens_generated: _Count
-    prefill_tokens_in_flight: _Count = 0
-    decode_tokens_in_flight: _Count = 0
-    encoder_matched_size: _Count = 0
-    encoder_input_size: _Count = 0
-    pod_type: str | None = ""
-
-
-class _StrictBody(msgspec.Struct):
-    requests: list[_StrictRow]
+def strict_row_type(fields: Sequence[RowField]) -> type[msgspec.Struct]:
+    """A msgspec Struct of these row fields, in this order (the order astuple gives).
+    Keyword-only, so a required field may follow one with a default."""
+    return msgspec.defstruct(
+        "StrictRow",
+        [
+            (f.name, _STRICT_TYPES[f.kind])
+            if f.required
+            else (f.name, _STRICT_TYPES[f.kind], f.default)
+            for f in fields
+        ],
+        kw_only=True,
+    )
 
 
-_STRICT_BODY = msgspec.json.Decoder(_StrictBody)
-assert _StrictRow.__struct_fields__ == (*_NAMES, "pod_type")
+_StrictRow = strict_row_type([*(_FIELDS[n] for n in _NAMES), *(_FIELDS[n] for n in _LABELS)])
+_STRICT_BODY: msgspec.json.Decoder[Any] = msgspec.json.Decoder(
+    msgspec.defstruct("StrictBody", [("requests", list[_StrictRow])])  # type: ignore[valid-type]
+)
+_POD_TYPE = len(_NAMES) + _LABELS.index("pod_type")
 
 
 def decode_strict_body(raw: bytes) -> Columns | None:
@@ -120,15 +133,15 @@ def decode_strict_body(raw: bytes) -> Columns | None:
         return None
     if not rows:
         return None
-    width = len(_NAMES) + 1
+    width = len(_NAMES) + len(_LABELS)
     table = np.fromiter(
         chain.from_iterable(map(msgspec.structs.astuple, rows)),
         dtype=object,
         count=len(rows) * width,
     ).reshape(len(rows), width)
-    numbers = table[:, :-1].astype(np.float64)
+    numbers = table[:, : len(_NAMES)].astype(np.float64)
     columns: Columns = {name: numbers[:, i] for i, name in enumerate(_NAMES)}
-    columns["pod_type_code"] = _pod_type_codes(table[:, -1])
+    columns["pod_type_code"] = _pod_type_codes(table[:, _POD_TYPE])
     return columns
 
 

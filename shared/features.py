@@ -12,22 +12,17 @@ from typing import Any
 
 import numpy as np
 
+from shared.schemas import REQUEST_ROW, RowKind
 from shared.targets import Target
 
 Columns = dict[str, np.ndarray]
 
-FRACTION_FIELDS = ("kv_cache_percentage", "prefix_cache_score")
-REQUIRED_COUNT_FIELDS = (
-    "input_token_length",
-    "num_request_waiting",
-    "num_request_running",
-    "num_tokens_generated",
-)
-OPTIONAL_COUNT_FIELDS = (
-    "prefill_tokens_in_flight",
-    "decode_tokens_in_flight",
-    "encoder_matched_size",
-    "encoder_input_size",
+# From the request row as PredictionRequest declares it (shared.schemas): every number is a
+# column, and pod_type becomes pod_type_code below.
+FRACTION_FIELDS = tuple(f.name for f in REQUEST_ROW if f.kind is RowKind.FRACTION)
+REQUIRED_COUNT_FIELDS = tuple(f.name for f in REQUEST_ROW if f.kind is RowKind.COUNT and f.required)
+OPTIONAL_COUNT_FIELDS = tuple(
+    f.name for f in REQUEST_ROW if f.kind is RowKind.COUNT and not f.required
 )
 NUMERIC_FIELDS = FRACTION_FIELDS + REQUIRED_COUNT_FIELDS + OPTIONAL_COUNT_FIELDS
 

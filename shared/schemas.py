@@ -5,7 +5,9 @@ Requests ignore unknown fields; responses may carry extra fields (we add `model_
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum
 from typing import Annotated, Any, ClassVar, get_args
 
 from pydantic import (
@@ -19,10 +21,24 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-Fraction = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+
+class RowKind(Enum):
+    """What a field of the request row holds. The row is declared once, as PredictionRequest
+    below, each field's type carrying its kind: the strict decoder of the hot path
+    (shared.decoding) and the feature columns (shared.features) are derived from it, so a
+    field added there is decoded and becomes a column without a second list to keep."""
+
+    FRACTION = "fraction"  # a number from 0 to 1 inclusive
+    COUNT = "count"  # an integer from 0 to COUNT_MAX
+    LABEL = "label"  # any string; null means ""
+
+
 # Upper bound: the store keeps counts as 64-bit integers.
 COUNT_MAX = 2**63 - 1
-Count = Annotated[int, Field(ge=0, le=COUNT_MAX)]
+# The kind rides along as Annotated metadata: pydantic keeps it on the field and ignores it
+# for validation and the JSON Schema.
+Fraction = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False), RowKind.FRACTION]
+Count = Annotated[int, Field(ge=0, le=COUNT_MAX), RowKind.COUNT]
 Millis = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 
 
@@ -32,7 +48,9 @@ def _none_to_empty(value: Any) -> Any:
 
 # Any string is accepted: the EPP forwards raw role labels ("prefill-decode", "both", ...).
 # null means "" (documented as string or null).
-PodType = Annotated[str, BeforeValidator(_none_to_empty, json_schema_input_type=str | None)]
+PodType = Annotated[
+    str, BeforeValidator(_none_to_empty, json_schema_input_type=str | None), RowKind.LABEL
+]
 
 
 class _Request(BaseModel):
@@ -81,6 +99,8 @@ class _Row(_Request):
         return data
 
 
+# The request row's one declaration (see RowKind). No docstring: it would become the
+# schema's description in the OpenAPI document.
 class PredictionRequest(_Row):
     kv_cache_percentage: Fraction
     input_token_length: Count
@@ -93,6 +113,31 @@ class PredictionRequest(_Row):
     decode_tokens_in_flight: Count = 0
     encoder_matched_size: Count = 0
     encoder_input_size: Count = 0
+
+
+@dataclass(frozen=True)
+class RowField:
+    name: str
+    kind: RowKind
+    required: bool
+    default: Any  # None when required
+
+
+def row_fields(model: type[BaseModel]) -> tuple[RowField, ...]:
+    """The request row `model` declares, in declaration order. Every field must say its
+    RowKind: one without could be neither decoded strictly nor made a column."""
+    fields = []
+    for name, info in model.model_fields.items():
+        kinds = [m for m in info.metadata if isinstance(m, RowKind)]
+        if len(kinds) != 1:
+            raise TypeError(f"{model.__name__}.{name}: a row field's type must carry a RowKind")
+        required = info.is_required()
+        default = None if required else info.get_default(call_default_factory=True)
+        fields.append(RowField(name, kinds[0], required, default))
+    return tuple(fields)
+
+
+REQUEST_ROW = row_fields(PredictionRequest)
 
 
 class TrainingEntry(PredictionRequest):
