@@ -68,6 +68,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="write ttft_cdf.png, pod_share.png, pod_share_over_time.png and regret_per_minute.png",
     )
+    add_predictor_arguments(parser)
+    parser.add_argument(
+        "--no-regret",
+        action="store_true",
+        help="skip the decision regret and its look-aheads at every pick (faster; its "
+        "figures are then null)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_predictor_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of the policies that run on a real predictor."""
     parser.add_argument(
         "--speedup",
         type=float,
@@ -98,13 +110,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="predicted-latency: simulated seconds a model may serve before simulated time "
         "waits for the next one (12 = the 10 s retrain interval + 2 s; 0: never wait)",
     )
-    parser.add_argument(
-        "--no-regret",
-        action="store_true",
-        help="skip the decision regret and its look-aheads at every pick (faster; its "
-        "figures are then null)",
-    )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 class UsageProblem(Exception):

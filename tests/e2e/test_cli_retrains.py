@@ -51,7 +51,7 @@ def test_retrains_table_and_json(tmp_path: Path) -> None:
         assert all(" ok " in line for line in lines[1:])
         # newest first: the second retrain scored the served p90s sent back since the first
         assert lines[1].split()[-2] == "1.000" and lines[2].split()[-2] == "-"
-        # the last column: the model the TPOT target served (issue 14)
+        # the last column: the model the TPOT target served
         assert lines[0].split()[-2:] == ["tpot", "model"]
         assert all(line.split()[-1].startswith(("trees_", "p90")) for line in lines[1:])
         as_json = json.loads(cli("--url", server.url, "--json").stdout)
