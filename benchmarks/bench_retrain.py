@@ -34,6 +34,7 @@ from training_server.db import make_engine
 from training_server.metrics import TrainingMetrics
 from training_server.migrate import upgrade
 from training_server.retrain.loop import Retrainer, trainer_slot
+from training_server.retrain.records import NO_TARGET
 from training_server.store import SampleStore
 
 
@@ -83,13 +84,14 @@ def retrain_rounds(
             [TrainingEntry.model_validate(r) for r in extra[k * 1_000 : (k + 1) * 1_000]]
         )
         outcome = retrainer.run_once()
-        row = retrainer.state.last_success or {}
-        took = row.get("duration_s", 0.0)
+        last = retrainer.state.last_success
+        took = last.duration_s if last else 0.0
+        ttft, tpot = (last.target(t) if last else NO_TARGET for t in (Target.TTFT, Target.TPOT))
         say(
-            f"{k + 1:2d} {row.get('window_limit', 0):8d} "
-            f"{row.get('ttft_train_samples', 0):9d} {row.get('tpot_train_samples', 0):9d} "
+            f"{k + 1:2d} {(last.window_limit if last else None) or 0:8d} "
+            f"{ttft.train_samples or 0:9d} {tpot.train_samples or 0:9d} "
             f"{took:8.2f} {'yes' if took <= retrainer.window.budget_sec else 'NO':>9} "
-            f"{row.get('ttft_coverage') or 0:8.3f} {row.get('tpot_coverage') or 0:8.3f}"
+            f"{ttft.coverage or 0:8.3f} {tpot.coverage or 0:8.3f}"
             f"  ({outcome})"
         )
 

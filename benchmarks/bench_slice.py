@@ -28,10 +28,12 @@ from benchmarks.trace_files import all_trace_rows, prediction_rows, resample
 from devkit.processes import ServerProcess, free_port
 from shared.schemas import TrainingEntry
 from shared.settings import TrainingSettings
+from shared.targets import Target
 from training_server.db import make_engine
 from training_server.metrics import TrainingMetrics
 from training_server.migrate import upgrade
 from training_server.retrain.loop import Retrainer, trainer_slot
+from training_server.retrain.records import NO_TARGET
 from training_server.store import SampleStore
 
 
@@ -62,11 +64,12 @@ def bench_retrain(sizes: list[int], workdir: Path) -> None:
         t0 = time.perf_counter()
         outcome = retrainer.run_once()
         elapsed = time.perf_counter() - t0
-        row = retrainer.state.last_success or {}
+        last = retrainer.state.last_success
+        ttft, tpot = (last.target(t) if last else NO_TARGET for t in (Target.TTFT, Target.TPOT))
         say(
-            f"{n:8d} {row.get('ttft_train_samples', 0):10d} {row.get('tpot_train_samples', 0):10d}"
-            f" {elapsed:10.2f} {row.get('ttft_coverage') or 0:8.3f} "
-            f"{row.get('tpot_coverage') or 0:8.3f}  ({outcome})"
+            f"{n:8d} {ttft.train_samples or 0:10d} {tpot.train_samples or 0:10d}"
+            f" {elapsed:10.2f} {ttft.coverage or 0:8.3f} "
+            f"{tpot.coverage or 0:8.3f}  ({outcome})"
         )
         engine.dispose()
 

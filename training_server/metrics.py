@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from shared.backends import backend_for
@@ -11,7 +9,8 @@ from shared.features import feature_names
 from shared.predictor import LoadedBundle
 from shared.prior import prior_importances
 from shared.settings import TrainingSettings
-from shared.targets import TARGETS
+from shared.targets import TARGETS, Target
+from training_server.retrain.records import RetrainRecord
 from training_server.tables import RETRAIN_DETAILS, RETRAIN_METRICS
 
 
@@ -115,19 +114,22 @@ class TrainingMetrics:
             registry=r,
         )
 
-    def observe_retrain(self, row: dict[str, Any]) -> None:
+    def observe_retrain(self, record: RetrainRecord) -> None:
+        """The latest retrain's scores, one series per target and score (the metric label is
+        the TargetRecord field's name), per regime, and per candidate."""
         for target in TARGETS:
+            scores = record.target(target)
             for name in (*RETRAIN_METRICS, *RETRAIN_DETAILS):
-                value = row.get(f"{target.value}_{name}")
+                value = getattr(scores, name)
                 if value is not None:
                     self.retrain_metric.labels(target.value, name).set(value)
-        for target, regimes in (row.get("regimes") or {}).items():
+        for target_value, regimes in (record.regimes or {}).items():
             for regime, scored in regimes.items():
-                self.regime_coverage.labels(target, regime).set(scored["coverage"])
-        for target, losses in (row.get("model_candidates") or {}).items():
-            chosen = row.get(f"{target}_model_choice")
+                self.regime_coverage.labels(target_value, regime).set(scored["coverage"])
+        for target_value, losses in (record.model_candidates or {}).items():
+            chosen = record.target(Target(target_value)).model_choice
             for name in losses:
-                self.model_choice.labels(target, name).set(1 if name == chosen else 0)
+                self.model_choice.labels(target_value, name).set(1 if name == chosen else 0)
 
     def render(self, legacy_lines: list[str]) -> bytes:
         return ("\n".join(legacy_lines) + "\n").encode() + generate_latest(self.registry)
@@ -161,7 +163,7 @@ def legacy_lines(
     objective: str,
     quantile: float,
     counts: dict[str, dict[str, int]],
-    last_ok: dict[str, Any] | None,
+    last_ok: RetrainRecord | None,
     importances: dict[str, dict[str, float]],
 ) -> list[str]:
     """The label-less `{}` lines and names that existing llm-d tooling parses."""
@@ -182,13 +184,14 @@ def legacy_lines(
             )
         for feature, value in importances.get(t, {}).items():
             lines.append(f'{t}_importance{{feature="{feature}"}} {value}')
-        if last_ok is None or last_ok.get(f"{t}_coverage") is None:
-            continue
+        scores = last_ok.target(target) if last_ok else None
+        if scores is None or scores.coverage is None or scores.violation_rate is None:
+            continue  # (evaluate scores both, or neither)
         lines += [
-            f"{t}_quantile_loss{{}} {last_ok[f'{t}_pinball_loss']}",
-            f"{t}_coverage_percent{{}} {100.0 * last_ok[f'{t}_coverage']}",
-            f"{t}_violation_rate_percent{{}} {100.0 * last_ok[f'{t}_violation_rate']}",
-            f"{t}_mae{{}} {last_ok[f'{t}_mae']}",
-            f"{t}_rmse{{}} {last_ok[f'{t}_rmse']}",
+            f"{t}_quantile_loss{{}} {scores.pinball_loss}",
+            f"{t}_coverage_percent{{}} {100.0 * scores.coverage}",
+            f"{t}_violation_rate_percent{{}} {100.0 * scores.violation_rate}",
+            f"{t}_mae{{}} {scores.mae}",
+            f"{t}_rmse{{}} {scores.rmse}",
         ]
     return lines

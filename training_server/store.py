@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +14,7 @@ from sqlalchemy import Connection, Engine, and_, delete, func, insert, select, t
 from shared.features import NUMERIC_FIELDS, Columns, pod_type_code
 from shared.schemas import TrainingEntry
 from shared.targets import TARGETS, Target
+from training_server.retrain.records import RetrainRecord, TargetRecord
 from training_server.tables import retrains, samples
 
 TARGET_BITS = {Target.TTFT: 1, Target.TPOT: 2}
@@ -76,6 +77,32 @@ def _aware(row: dict[str, Any]) -> dict[str, Any]:
         k: v.replace(tzinfo=UTC) if isinstance(v, datetime) and v.tzinfo is None else v
         for k, v in row.items()
     }
+
+
+# Columns of the retrains table: a RetrainRecord field each (but the targets), and per
+# target a TargetRecord field each, named f"{target}_{field}".
+RUN_COLUMNS = tuple(f.name for f in fields(RetrainRecord) if f.name != "targets")
+PER_TARGET_COLUMNS = tuple(f.name for f in fields(TargetRecord))
+
+
+def to_columns(record: RetrainRecord) -> dict[str, Any]:
+    """The retrains-table row of `record`: every column but the key, in the table's order
+    (also the JSON of a retrain). The one place a retrain becomes per-target columns."""
+    values = {name: getattr(record, name) for name in RUN_COLUMNS}
+    for target in TARGETS:
+        scores = record.target(target)
+        for name in PER_TARGET_COLUMNS:
+            values[f"{target.value}_{name}"] = getattr(scores, name)
+    return {c.name: values[c.name] for c in retrains.columns if c.name != "id"}
+
+
+def from_row(row: Mapping[str, Any]) -> RetrainRecord:
+    """The record of a retrains-table row (to_columns' inverse, with the key)."""
+    targets = {
+        t: TargetRecord(**{name: row[f"{t.value}_{name}"] for name in PER_TARGET_COLUMNS})
+        for t in TARGETS
+    }
+    return RetrainRecord(targets=targets, **{name: row[name] for name in RUN_COLUMNS})
 
 
 @dataclass(frozen=True)
@@ -257,7 +284,10 @@ class SampleStore:
         return flushed
 
     # retrain history --------------------------------------------------------------------
-    def record_retrain(self, row: dict[str, Any]) -> int:
+    def record_retrain(self, record: RetrainRecord) -> int:
+        """Insert `record` (its id is the table's to give); returns the new row's key."""
+        # Unknown values are left out, as NULLs: a JSON column would store None as 'null'.
+        row = {k: v for k, v in to_columns(record).items() if v is not None}
         with self.engine.begin() as conn:
             key = conn.execute(insert(retrains).values(**row)).inserted_primary_key
             assert key is not None  # an INSERT of one row always has one
@@ -265,12 +295,13 @@ class SampleStore:
 
     def list_retrains(
         self, *, limit: int = 50, offset: int = 0, ok_only: bool = False
-    ) -> list[dict[str, Any]]:
+    ) -> list[RetrainRecord]:
+        """Recorded retrains, newest first."""
         stmt = select(retrains).order_by(retrains.c.id.desc()).limit(limit).offset(offset)
         if ok_only:
             stmt = stmt.where(retrains.c.status == "ok")
         with self.engine.connect() as conn:
-            return [_aware(dict(r._mapping)) for r in conn.execute(stmt)]
+            return [from_row(_aware(dict(r._mapping))) for r in conn.execute(stmt)]
 
     def clear_retrains(self) -> int:
         with self.engine.begin() as conn:

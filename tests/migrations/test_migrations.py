@@ -14,8 +14,10 @@ from sqlalchemy import Column, Engine, Integer, MetaData, inspect, select, text
 
 from devkit.synthetic import synthetic_rows
 from shared.schemas import TrainingEntry
+from shared.targets import Target
 from training_server.db import make_engine
 from training_server.migrate import alembic_config, downgrade, upgrade
+from training_server.retrain.records import RetrainRecord, TargetRecord
 from training_server.store import SampleStore
 from training_server.tables import metadata
 
@@ -126,30 +128,31 @@ def test_0004_keeps_older_retrains_and_records_the_model_choice(
     upgrade(db_url)
     store = SampleStore(engine, test_ratio=0.0)
     store.record_retrain(
-        {
-            "started_at": datetime(2026, 12, 3, 11, tzinfo=UTC),
-            "duration_s": 0.2,
-            "status": "ok",
-            "model_type": "xgboost",
-            "objective": "quantile",
-            "quantile": 0.9,
-            "max_sample_id": 9,
-            "ttft_model_choice": "trees_100x4_sharp",
-            "tpot_model_choice": "p90",
-            "model_candidates": {
+        RetrainRecord(
+            started_at=datetime(2026, 12, 3, 11, tzinfo=UTC),
+            duration_s=0.2,
+            status="ok",
+            model_type="xgboost",
+            objective="quantile",
+            quantile=0.9,
+            max_sample_id=9,
+            targets={
+                Target.TTFT: TargetRecord(model_choice="trees_100x4_sharp"),
+                Target.TPOT: TargetRecord(model_choice="p90"),
+            },
+            model_candidates={
                 "ttft": {"p90": 12.5, "trees_100x4_sharp": 3.25},
                 "tpot": {"p90": 0.5},
             },
-        }
+        )
     )
     new, old = store.list_retrains()
-    assert (old["max_sample_id"], old["ttft_model_choice"], old["model_candidates"]) == (
-        7,
-        None,
-        None,
-    )
-    assert (new["ttft_model_choice"], new["tpot_model_choice"]) == ("trees_100x4_sharp", "p90")
-    assert new["model_candidates"]["ttft"] == {"p90": 12.5, "trees_100x4_sharp": 3.25}
+    old_choice = old.targets[Target.TTFT].model_choice
+    assert (old.max_sample_id, old_choice, old.model_candidates) == (7, None, None)
+    new_choices = (new.targets[Target.TTFT].model_choice, new.targets[Target.TPOT].model_choice)
+    assert new_choices == ("trees_100x4_sharp", "p90")
+    assert new.model_candidates is not None
+    assert new.model_candidates["ttft"] == {"p90": 12.5, "trees_100x4_sharp": 3.25}
     downgrade(db_url, "0003")
     columns = {c["name"] for c in inspect(engine).get_columns("retrains")}
     assert not columns & {"ttft_model_choice", "tpot_model_choice", "model_candidates"}

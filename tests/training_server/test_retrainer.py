@@ -75,19 +75,20 @@ def test_retrain_publishes_a_bundle(
     rows = store.list_retrains()
     assert len(rows) == 1
     row = rows[0]
-    assert (row["status"], row["version"], row["error"]) == ("ok", version, None)
-    assert (row["model_type"], row["objective"]) == (model_type.value, objective.value)
-    assert row["max_sample_id"] == store.max_sample_id()
+    assert (row.status, row.version, row.error) == ("ok", version, None)
+    assert (row.model_type, row.objective) == (model_type.value, objective.value)
+    assert row.max_sample_id == store.max_sample_id()
     counts = store.counts()
     for t in TARGETS:
-        assert row[f"{t.value}_train_samples"] == counts["training_data"][f"{t.value}_samples"]
-        assert row[f"{t.value}_test_samples"] == counts["test_data"][f"{t.value}_samples"] > 0
+        scores = row.targets[t]
+        assert scores.train_samples == counts["training_data"][f"{t.value}_samples"]
+        assert scores.test_samples == counts["test_data"][f"{t.value}_samples"] > 0
         for name in ("mae", "rmse", "pinball_loss", "coverage", "violation_rate"):
-            assert row[f"{t.value}_{name}"] is not None, name
-        assert 0.0 <= row[f"{t.value}_coverage"] <= 1.0
-        assert row[f"{t.value}_violation_rate"] == pytest.approx(1 - row[f"{t.value}_coverage"])
+            assert getattr(scores, name) is not None, name
+        assert scores.coverage is not None and 0.0 <= scores.coverage <= 1.0
+        assert scores.violation_rate == pytest.approx(1 - scores.coverage)
     assert retrainer.state.last_success is not None
-    assert retrainer.state.last_success["version"] == version
+    assert retrainer.state.last_success.version == version
     assert retrains_count(metrics, "ok") == 1
 
     assert retrainer.run_once() == "skipped"  # nothing new
@@ -98,7 +99,7 @@ def test_retrain_publishes_a_bundle(
     assert len(published) == 2
     assert published[1].version != version
     assert read_current_version(model_dir) == published[1].version
-    assert [r["version"] for r in store.list_retrains()] == [published[1].version, version]
+    assert [r.version for r in store.list_retrains()] == [published[1].version, version]
 
 
 def test_too_few_samples_is_skipped(
@@ -168,8 +169,8 @@ def test_failed_publish_is_recorded_and_keeps_the_current_bundle(
     assert metrics.registry.get_sample_value("latency_retrain_consecutive_failures") == 1
 
     newest = store.list_retrains()[0]
-    assert (newest["status"], newest["version"]) == ("failed", None)
-    assert newest["error"] == bad.state.last_error
+    assert (newest.status, newest.version) == ("failed", None)
+    assert newest.error == bad.state.last_error
     assert read_current_version(model_dir) == current
     loaded = load_current_bundle(model_dir)
     assert loaded is not None and loaded.version == current
@@ -207,7 +208,7 @@ def test_resume_does_not_retrain_a_model_that_saw_every_sample(
     )
     restarted.resume()
     assert restarted.state.last_success is not None
-    assert restarted.state.last_success["version"] == version
+    assert restarted.state.last_success.version == version
     assert restarted.run_once() == "skipped"
     assert published == []
 
@@ -240,11 +241,12 @@ def test_retrain_scores_the_p90s_served_since_the_last_one(
     add(store, 400, seed=1)  # no predicted_* fields: nothing live to score
     assert retrainer.run_once() == "ok"
     first = store.list_retrains()[0]
-    assert first["ttft_live_rows"] == 0 and first["ttft_live_coverage"] is None
-    assert first["window_limit"] == 100_000
-    assert set(first["regimes"]) == {"ttft", "tpot"}
-    assert {"queued", "not_queued", "pod_type=monolithic"} <= set(first["regimes"]["ttft"])
-    assert all(0 <= r["coverage"] <= 1 and r["n"] > 0 for r in first["regimes"]["ttft"].values())
+    ttft = first.targets[Target.TTFT]
+    assert ttft.live_rows == 0 and ttft.live_coverage is None
+    assert first.window_limit == 100_000
+    assert first.regimes is not None and set(first.regimes) == {"ttft", "tpot"}
+    assert {"queued", "not_queued", "pod_type=monolithic"} <= set(first.regimes["ttft"])
+    assert all(0 <= r["coverage"] <= 1 and r["n"] > 0 for r in first.regimes["ttft"].values())
 
     rows = synthetic_rows(200, seed=2)
     for i, row in enumerate(rows):
@@ -256,20 +258,22 @@ def test_retrain_scores_the_p90s_served_since_the_last_one(
     for t in TARGETS:
         scored = [i for i, r in enumerate(rows) if r[t.actual_field] > 0]
         misses = sum(1 for i in scored if i % 4 == 0)
-        assert second[f"{t.value}_live_rows"] == len(scored)
-        assert second[f"{t.value}_live_coverage"] == pytest.approx(1 - misses / len(scored))
-        assert second[f"{t.value}_live_pinball_loss"] > 0
-        assert second[f"{t.value}_raw_coverage"] is not None
-        assert second[f"{t.value}_calibration_log_offset"] is not None
+        scores = second.targets[t]
+        assert scores.live_rows == len(scored)
+        assert scores.live_coverage == pytest.approx(1 - misses / len(scored))
+        assert scores.live_pinball_loss is not None and scores.live_pinball_loss > 0
+        assert scores.raw_coverage is not None
+        assert scores.calibration_log_offset is not None
         assert metrics.registry.get_sample_value(
             "latency_retrain_metric", {"target": t.value, "metric": "live_coverage"}
-        ) == pytest.approx(second[f"{t.value}_live_coverage"])
-    regime = next(iter(second["regimes"]["tpot"]))
+        ) == pytest.approx(scores.live_coverage)
+    assert second.regimes is not None
+    regime = next(iter(second.regimes["tpot"]))
     assert (
         metrics.registry.get_sample_value(
             "latency_retrain_regime_coverage", {"target": "tpot", "regime": regime}
         )
-        == second["regimes"]["tpot"][regime]["coverage"]
+        == second.regimes["tpot"][regime]["coverage"]
     )
     assert metrics.registry.get_sample_value("latency_training_window_limit") == 100_000
 
@@ -284,17 +288,19 @@ def test_the_chosen_model_and_every_candidates_loss_are_recorded(
     add(store, 60, seed=3)  # ~27 rows per target: below min_samples (50), the p90 alone
     assert retrainer.run_once() == "ok"
     first = store.list_retrains()[0]
-    assert first["ttft_model_choice"] in ("p90", "p90_per_queued")
-    assert first["tpot_model_choice"] == "p90"
-    assert first["model_candidates"]["ttft"].keys() == {"p90", "p90_per_queued"}
-    assert first["model_candidates"]["tpot"].keys() == {"p90"}
+    assert first.targets[Target.TTFT].model_choice in ("p90", "p90_per_queued")
+    assert first.targets[Target.TPOT].model_choice == "p90"
+    assert first.model_candidates is not None
+    assert first.model_candidates["ttft"].keys() == {"p90", "p90_per_queued"}
+    assert first.model_candidates["tpot"].keys() == {"p90"}
     add(store, 1500, seed=4)
     assert retrainer.run_once() == "ok"
     second = store.list_retrains()[0]
+    assert second.model_candidates is not None
     for t in TARGETS:
-        losses = second["model_candidates"][t.value]
-        chosen = second[f"{t.value}_model_choice"]
-        assert len(losses) >= 3 and losses[chosen] == min(losses.values())
+        losses = second.model_candidates[t.value]
+        chosen = second.targets[t].model_choice
+        assert chosen is not None and len(losses) >= 3 and losses[chosen] == min(losses.values())
         assert chosen.startswith("trees_")  # the synthetic latencies follow their features
         assert (
             metrics.registry.get_sample_value(

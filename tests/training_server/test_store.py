@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from shared.schemas import TrainingEntry
-from shared.targets import Target
-from training_server.store import SampleStore, bucket_of
-from training_server.tables import samples
+from shared.targets import TARGETS, Target
+from training_server.retrain.records import RetrainRecord, TargetRecord
+from training_server.store import SampleStore, bucket_of, to_columns
+from training_server.tables import retrains, samples
 
 
 def entry(
@@ -46,8 +48,8 @@ def ids(store: SampleStore, **where: Any) -> list[int]:
         return list(conn.execute(stmt).scalars())
 
 
-def retrain_row(version: str | None, status: str = "ok", **extra: Any) -> dict[str, Any]:
-    row = {
+def retrain_record(version: str | None, status: str = "ok", **extra: Any) -> RetrainRecord:
+    values: dict[str, Any] = {
         "version": version,
         "started_at": datetime.now(UTC),
         "duration_s": 1.5,
@@ -57,8 +59,8 @@ def retrain_row(version: str | None, status: str = "ok", **extra: Any) -> dict[s
         "quantile": 0.9,
         "max_sample_id": 7,
     }
-    row.update(extra)
-    return row
+    values.update(extra)
+    return RetrainRecord(**values)
 
 
 ZERO = {"ttft_samples": 0, "tpot_samples": 0, "total_samples": 0}
@@ -211,22 +213,23 @@ def test_flush_training_only_keeps_test_rows(store: SampleStore) -> None:
 
 
 def test_record_and_list_retrains_newest_first(store: SampleStore) -> None:
-    first = store.record_retrain(retrain_row("v1", ttft_mae=1.25, ttft_train_samples=40))
-    second = store.record_retrain(retrain_row(None, status="failed", error="boom"))
-    third = store.record_retrain(retrain_row("v3"))
+    ttft = TargetRecord(mae=1.25, train_samples=40)
+    first = store.record_retrain(retrain_record("v1", targets={Target.TTFT: ttft}))
+    second = store.record_retrain(retrain_record(None, status="failed", error="boom"))
+    third = store.record_retrain(retrain_record("v3"))
     assert first < second < third
 
     rows = store.list_retrains()
-    assert [r["id"] for r in rows] == [third, second, first]
+    assert [r.id for r in rows] == [third, second, first]
     oldest = rows[-1]
-    assert (oldest["version"], oldest["status"], oldest["ttft_mae"]) == ("v1", "ok", 1.25)
-    assert (oldest["ttft_train_samples"], oldest["max_sample_id"]) == (40, 7)
-    assert oldest["tpot_mae"] is None
-    assert (rows[1]["status"], rows[1]["error"], rows[1]["version"]) == ("failed", "boom", None)
+    assert (oldest.version, oldest.status, oldest.targets[Target.TTFT].mae) == ("v1", "ok", 1.25)
+    assert (oldest.targets[Target.TTFT].train_samples, oldest.max_sample_id) == (40, 7)
+    assert oldest.targets[Target.TPOT] == TargetRecord()  # every target, empty when unknown
+    assert (rows[1].status, rows[1].error, rows[1].version) == ("failed", "boom", None)
 
-    assert [r["id"] for r in store.list_retrains(limit=1, offset=1)] == [second]
-    assert [r["version"] for r in store.list_retrains(ok_only=True)] == ["v3", "v1"]
-    assert store.list_retrains(limit=1, ok_only=True)[0]["version"] == "v3"
+    assert [r.id for r in store.list_retrains(limit=1, offset=1)] == [second]
+    assert [r.version for r in store.list_retrains(ok_only=True)] == ["v3", "v1"]
+    assert store.list_retrains(limit=1, ok_only=True)[0].version == "v3"
 
     assert store.clear_retrains() == 3
     assert store.list_retrains() == []
@@ -236,10 +239,61 @@ def test_retrain_started_at_round_trips_as_aware_utc(
     store: SampleStore,
 ) -> None:
     started = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
-    store.record_retrain(retrain_row("v1", started_at=started))
-    got = store.list_retrains()[0]["started_at"]
+    store.record_retrain(retrain_record("v1", started_at=started))
+    got = store.list_retrains()[0].started_at
     assert got.tzinfo is not None and got.utcoffset() == timedelta(0)
     assert got == started
+
+
+def full_record() -> RetrainRecord:
+    """A retrain with every field known, each target's values its own."""
+    targets = {
+        t: TargetRecord(
+            train_samples=100 + i,
+            test_samples=10 + i,
+            mae=1.5 + i,
+            rmse=2.5 + i,
+            pinball_loss=0.25 + i,
+            coverage=0.875,
+            violation_rate=0.125,
+            raw_coverage=0.75,
+            calibration_log_offset=0.0625 + i,
+            live_coverage=0.5,
+            live_pinball_loss=3.5 + i,
+            live_rows=7 + i,
+            model_choice=f"trees_{i}",
+        )
+        for i, t in enumerate(TARGETS)
+    }
+    return retrain_record(
+        "v1",
+        error=None,
+        trainer="host:1",
+        window_limit=5000,
+        targets=targets,
+        regimes={"ttft": {"queued": {"n": 3, "coverage": 1.0}}},
+        model_candidates={t.value: {"p90": 9.5, f"trees_{i}": 1.5} for i, t in enumerate(TARGETS)},
+    )
+
+
+def test_a_retrain_record_round_trips_through_its_row(store: SampleStore) -> None:
+    """Every field of the record is a column (and every column but the key a field)."""
+    record = full_record()
+    key = store.record_retrain(record)
+    (got,) = store.list_retrains()
+    assert got == replace(record, id=key)
+    columns = to_columns(record)
+    assert list(columns) == [c.name for c in retrains.columns if c.name != "id"]
+    assert columns["tpot_live_rows"] == 8 and columns["ttft_model_choice"] == "trees_0"
+    assert [k for k, v in columns.items() if v is None] == ["error"]
+
+
+def test_unknown_json_values_are_stored_as_sql_nulls(store: SampleStore) -> None:
+    store.record_retrain(retrain_record(None, status="failed", error="boom"))
+    with store.engine.connect() as conn:
+        query = "SELECT regimes IS NULL, model_candidates IS NULL, window_limit FROM retrains"
+        stored = conn.execute(text(query)).one()
+    assert tuple(stored) == (True, True, None)  # not JSON 'null
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
 """The retrain loop, one module per step: loop (the thread) -> schedule (when) -> window (how
 many rows) -> target (one target: candidates, select, fit, cross_conformal, evaluate) ->
-publish (the bundle) -> record (the retrains row); live_factor corrects between bundles.
+publish (the bundle) -> record (the retrain's RetrainRecord, records.py); live_factor
+corrects between bundles.
 """

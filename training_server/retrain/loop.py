@@ -20,7 +20,6 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
 
 from shared.artifact import Manifest
 from shared.backends import library_versions
@@ -33,10 +32,11 @@ from training_server.metrics import TrainingMetrics
 from training_server.retrain.fit import TargetFit
 from training_server.retrain.publish import PublishedFollower, bundle_manifest, write_and_load
 from training_server.retrain.record import RetrainRun, record_failed, record_ok
+from training_server.retrain.records import RetrainRecord
 from training_server.retrain.schedule import RetrainSchedule, backoff_factor
 from training_server.retrain.target import train_target
 from training_server.retrain.window import WindowBudget
-from training_server.store import SampleStore
+from training_server.store import SampleStore, to_columns
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class RetrainState:
     total_failures: int = 0
     last_error: str | None = None
     last_attempt_at: datetime | None = None
-    last_success: dict[str, Any] | None = None
+    last_success: RetrainRecord | None = None
 
 
 class Retrainer:
@@ -115,13 +115,13 @@ class Retrainer:
         self.state.trained_through = 0
         history = self.store.list_retrains(limit=1, ok_only=True)
         if history:
-            self.state.last_success = history[0]
+            last = self.state.last_success = history[0]
             if (
                 published is not None
-                and history[0]["version"] == published.version
+                and last.version == published.version
                 and not self._lacks_legacy_files(published)
             ):
-                self.state.trained_through = history[0]["max_sample_id"]
+                self.state.trained_through = last.max_sample_id
 
     def _lacks_legacy_files(self, bundle: LoadedBundle) -> bool:
         """Legacy files are on but this bundle was written without them: retrain (from the
@@ -192,10 +192,10 @@ class Retrainer:
             return Outcome.FOLLOWER
         manifest = bundle_manifest(self.settings, run.started, run.fits)
         previous_through = self._publish(manifest, run)
-        row = record_ok(
+        record = record_ok(
             self.store, self.settings, self.trainer_id, manifest.version, run, previous_through
         )
-        self._succeeded(row, run)
+        self._succeeded(record, run)
         return Outcome.OK
 
     def _apply_retention(self) -> None:
@@ -242,33 +242,33 @@ class Retrainer:
         self.metrics.model_published_at.set(run.started.timestamp())
         return previous_through
 
-    def _succeeded(self, row: dict[str, Any], run: RetrainRun) -> None:
+    def _succeeded(self, record: RetrainRecord, run: RetrainRun) -> None:
         """Size the next window by this retrain's time, reset the failure streak, tell."""
         next_limit = self.window.observe(
-            row["duration_s"], max(f.train_samples for f in run.fits.values())
+            record.duration_s, max(f.train_samples for f in run.fits.values())
         )
         if next_limit != run.window_limit:
             log.info(
                 "training window %d -> %d rows per target (retrain took %.2f s, budget %.2f s)",
                 run.window_limit,
                 next_limit,
-                row["duration_s"],
+                record.duration_s,
                 self.window.budget_sec,
             )
         self.metrics.window_limit.set(next_limit)
         self.state.consecutive_failures = 0
         self.state.last_error = None
-        self.state.last_success = row
+        self.state.last_success = record
         self.metrics.consecutive_failures.set(0)
-        self.metrics.retrain_seconds.observe(row["duration_s"])
-        self.metrics.observe_retrain(row)
+        self.metrics.retrain_seconds.observe(record.duration_s)
+        self.metrics.observe_retrain(record)
         log.info(
             "retrain ok version=%s duration_s=%.3f %s",
-            row["version"],
-            row["duration_s"],
-            " ".join(
+            record.version,
+            record.duration_s,
+            " ".join(  # the per-target scores, named as the retrains table's columns
                 f"{k}={v:.4g}"
-                for k, v in row.items()
+                for k, v in to_columns(record).items()
                 if k.startswith(("ttft_", "tpot_")) and isinstance(v, int | float)
             ),
         )

@@ -1,13 +1,13 @@
-"""One retrain's record: the run in progress (RetrainRun) and its row of the retrains table,
+"""One retrain's record: the run in progress (RetrainRun) and its RetrainRecord (records.py),
 a success's with the live scores of the bundle it replaces (record_ok) or a failure's.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 
@@ -16,8 +16,8 @@ from shared.settings import TrainingSettings
 from shared.targets import TARGETS, Target
 from training_server.retrain.evaluate import evaluate
 from training_server.retrain.fit import TargetFit
+from training_server.retrain.records import NO_TARGET, RetrainRecord, TargetRecord
 from training_server.store import SampleStore
-from training_server.tables import RETRAIN_METRICS
 
 # Served rows scored per retrain (the newest since the previous one are what matters).
 LIVE_SCORE_ROWS = 200_000
@@ -51,55 +51,73 @@ class PublishedNotRecorded(Exception):
         self.version = version
 
 
-def retrain_row(
+def _fitted(fit: TargetFit) -> TargetRecord:
+    """What a target's fit scored on the held-out rows, and the candidate it serves."""
+    m = fit.metrics
+    return TargetRecord(
+        train_samples=fit.train_samples,
+        test_samples=fit.test_samples,
+        mae=m.get("mae"),
+        rmse=m.get("rmse"),
+        pinball_loss=m.get("pinball_loss"),
+        coverage=m.get("coverage"),
+        violation_rate=m.get("violation_rate"),
+        raw_coverage=m.get("raw_coverage"),
+        calibration_log_offset=m.get("calibration_log_offset"),
+        model_choice=fit.choice,  # which candidate won the selection
+    )
+
+
+def retrain_record(
     settings: TrainingSettings,
     trainer: str,
     version: str | None,
     status: str,
     error: str | None,
     run: RetrainRun,
-) -> dict[str, Any]:
-    """The retrains-table row of `run` by replica `trainer` (SampleStore.record_retrain)."""
+) -> RetrainRecord:
+    """The record of `run` by replica `trainer` (SampleStore.record_retrain)."""
     s = settings
-    row: dict[str, Any] = {
-        "version": version,
-        "started_at": run.started,
-        "status": status,
-        "error": error,
-        "duration_s": run.duration_s(),
-        "model_type": s.model_type.value,
-        "objective": s.objective_type.value,
-        "quantile": s.quantile_alpha,
-        "max_sample_id": run.watermark,
-        "trainer": trainer,
-    }
-    for target, fit in run.fits.items():
-        t = target.value
-        row[f"{t}_train_samples"] = fit.train_samples
-        row[f"{t}_test_samples"] = fit.test_samples
-        for name in (*RETRAIN_METRICS, "raw_coverage", "calibration_log_offset"):
-            row[f"{t}_{name}"] = fit.metrics.get(name)
-        row[f"{t}_model_choice"] = fit.choice  # which candidate won the selection
-    if run.fits:
-        row["model_candidates"] = {t.value: f.candidates for t, f in run.fits.items()}
-    return row
+    return RetrainRecord(
+        version=version,
+        started_at=run.started,
+        status=status,
+        error=error,
+        duration_s=run.duration_s(),
+        model_type=s.model_type.value,
+        objective=s.objective_type.value,
+        quantile=s.quantile_alpha,
+        max_sample_id=run.watermark,
+        trainer=trainer,
+        targets={target: _fitted(fit) for target, fit in run.fits.items()},
+        model_candidates=(
+            {t.value: f.candidates for t, f in run.fits.items()} if run.fits else None
+        ),
+    )
 
 
 def live_scores(
-    store: SampleStore, quantile: float, after_id: int, watermark: int
-) -> dict[str, Any]:
-    """The p90s served since the previous retrain (rows after `after_id`) against the
-    actuals that arrived since: the models that answered never saw these rows."""
+    store: SampleStore,
+    quantile: float,
+    after_id: int,
+    watermark: int,
+    targets: Mapping[Target, TargetRecord],
+) -> dict[Target, TargetRecord]:
+    """`targets` with the p90s served since the previous retrain (rows after `after_id`)
+    scored against the actuals that arrived since: the models that answered never saw
+    these rows."""
     rows = store.served_since(after_id, limit=LIVE_SCORE_ROWS)
     keep = rows.ids <= watermark
-    out: dict[str, Any] = {}
+    out = dict(targets)
     for target in TARGETS:
         actual, served = rows.scored(target, keep)
-        t = target.value
-        out[f"{t}_live_rows"] = len(actual)
         scored = evaluate(actual, served, quantile)
-        out[f"{t}_live_coverage"] = scored["coverage"]
-        out[f"{t}_live_pinball_loss"] = scored["pinball_loss"]
+        out[target] = replace(
+            out.get(target, NO_TARGET),
+            live_rows=len(actual),
+            live_coverage=scored["coverage"],
+            live_pinball_loss=scored["pinball_loss"],
+        )
     return out
 
 
@@ -110,21 +128,24 @@ def record_ok(
     version: str,
     run: RetrainRun,
     previous_through: int,
-) -> dict[str, Any]:
-    """Record the retrains row of a published `run`, with the live scores of the bundle it
+) -> RetrainRecord:
+    """Record the retrain of a published `run`, with the live scores of the bundle it
     replaces (trained through `previous_through`); a failure here is a failed retrain whose
     bundle is nevertheless served (PublishedNotRecorded)."""
-    row = retrain_row(settings, trainer, version, "ok", None, run)
+    record = retrain_record(settings, trainer, version, "ok", None, run)
     try:
-        row.update(
-            live_scores(store, settings.quantile_alpha, previous_through, run.watermark),
+        record = replace(
+            record,
+            targets=live_scores(
+                store, settings.quantile_alpha, previous_through, run.watermark, record.targets
+            ),
             window_limit=run.window_limit,
             regimes={t.value: f.regimes for t, f in run.fits.items() if f.regimes},
         )
-        store.record_retrain(row)
+        store.record_retrain(record)
     except Exception as exc:
         raise PublishedNotRecorded(version, exc) from exc
-    return row
+    return record
 
 
 def record_failed(
@@ -140,4 +161,6 @@ def record_failed(
     raises."""
     version = error.version if isinstance(error, PublishedNotRecorded) else None
     failed = RetrainRun(run.started, run.t0, run.watermark, run.window_limit)
-    store.record_retrain(retrain_row(settings, trainer, version, "failed", message[:2000], failed))
+    store.record_retrain(
+        retrain_record(settings, trainer, version, "failed", message[:2000], failed)
+    )

@@ -18,7 +18,8 @@ from shared.wire import rfc3339
 from training_server.deps import MetricsDep, PublishedBundle, RetrainerDep, SettingsDep, StoreDep
 from training_server.metrics import legacy_lines, served_importances
 from training_server.retrain.loop import Retrainer
-from training_server.store import SampleStore
+from training_server.retrain.records import RetrainRecord
+from training_server.store import SampleStore, to_columns
 
 # JSONBodyRoute: a bad JSON body (NaN, 1e999, not UTF-8) answers the contract's 422.
 router = APIRouter(route_class=JSONBodyRoute)
@@ -27,9 +28,14 @@ router = APIRouter(route_class=JSONBodyRoute)
 DEGRADED_AFTER_FAILURES = 3
 
 
-def _jsonable(row: dict[str, Any] | None) -> dict[str, Any] | None:
-    if row is None:
+def retrain_json(record: RetrainRecord | None) -> dict[str, Any] | None:
+    """A retrain as the API answers it: its row of the retrains table (with the key once
+    stored: a retrain fresh from the loop has none yet), times in RFC 3339."""
+    if record is None:
         return None
+    row = to_columns(record)
+    if record.id is not None:
+        row = {"id": record.id, **row}
     return {k: rfc3339(v) if isinstance(v, datetime) else v for k, v in row.items()}
 
 
@@ -83,8 +89,8 @@ def _status_payload(
         "model_version": bundle.version if bundle else None,
         # When the last successful retrain started (its bundle's created_at), as llm-d's
         # timestamp; the whole row under last_retrain_detail.
-        "last_retrain": rfc3339(last["started_at"]) if last else None,
-        "last_retrain_detail": _jsonable(last),
+        "last_retrain": rfc3339(last.started_at) if last else None,
+        "last_retrain_detail": retrain_json(last),
         "last_retrain_attempt_at": rfc3339(state.last_attempt_at),
         "retrain_failures": {
             "consecutive": state.consecutive_failures,
@@ -124,7 +130,7 @@ async def list_retrains(
 ) -> dict[str, Any]:
     """Retrain history, newest first, with every held-out metric per target."""
     rows = await run_in_threadpool(lambda: store.list_retrains(limit=limit, offset=offset))
-    return {"retrains": [_jsonable(r) for r in rows], "limit": limit, "offset": offset}
+    return {"retrains": [retrain_json(r) for r in rows], "limit": limit, "offset": offset}
 
 
 @router.post("/retrain", dependencies=require(Access.ADMIN))
