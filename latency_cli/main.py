@@ -11,6 +11,9 @@
     latency-predictor import FILE [--url URL | --model-dir DIR]
                                               publish a bundle on a trainer, or into a
                                               model directory with no server (cold start)
+    latency-predictor advise --db URL --pods N [--hours 6] ...
+                                              should this pool turn predicted-latency
+                                              routing on? (reads the store read-only)
     latency-predictor training-server|prediction-server [--host H --port P]
 
 Server URLs default to http://127.0.0.1:8000 (training) and :8001 (prediction). status,
@@ -79,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 def _tools() -> list[tuple[str, str, Any, Any]]:
     """(name, help, add_arguments, run) of the operator subcommands; each run returns the
     exit code and raises CliError (one line, exit 1) or UsageError (exit 2)."""
+    from advisor import command as advise
     from latency_cli import bundle, predict, status
     from poolsim import command as simulate
 
@@ -88,6 +92,7 @@ def _tools() -> list[tuple[str, str, Any, Any]]:
         ("export", bundle.EXPORT_HELP, bundle.add_export_arguments, bundle.run_export),
         ("import", bundle.IMPORT_HELP, bundle.add_import_arguments, bundle.run_import),
         ("simulate", simulate.HELP, simulate.add_arguments, simulate.run),
+        ("advise", advise.HELP, advise.add_arguments, advise.run),
     ]
 
 

@@ -1,0 +1,200 @@
+"""`latency-predictor advise`: should this pool turn predicted-latency routing on?
+
+    latency-predictor advise --db URL --pods N [--hours 6] [--slo-ttft-ms X --slo-tpot-ms Y]
+        [--seeds 0,1,2] [--json OUT] [--plots DIR]
+
+Reads the newest --hours of the store's rows read-only, profiles the traffic, checks the
+simulator's pod model against the rows, rebuilds a workload of the same shape for a pool
+of --pods pods and serves it under the heuristics, the predictor policies (our real
+servers in the loop) and the oracle, then prints one screen: the figures per policy with
+the seeds' range, the verdict (enable / little-gain / not-enough-data) with its confidence,
+the expected change, the reason and the sidecars' cost. Exit 0 with an answer (also
+not-enough-data), 1 when the store cannot be read or a server fails, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the heavy modules load when the command runs, not with the CLI
+    from advisor.advise import Advised
+
+HELP = "read a store's traffic and say whether predicted-latency routing would pay off"
+DEFAULT_POLICIES = "heuristic,token-load,round-robin,predicted-latency,latency-first,oracle"
+NO_EXPORT = (
+    "--training-url: the training server's HTTP API has no route that exports stored rows "
+    "(it serves models, status and retrains), so advise reads the store itself: pass "
+    "--db with the trainer's LATENCY_DB_URL"
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--db", metavar="URL", help="the trainer's store (LATENCY_DB_URL)")
+    source.add_argument("--training-url", metavar="URL", help="not supported: " + NO_EXPORT[16:])
+    parser.add_argument("--pods", type=int, required=True, help="pods in the pool to advise on")
+    parser.add_argument("--hours", type=float, default=6.0, help="newest hours of rows (6)")
+    parser.add_argument("--slo-ttft-ms", type=float, help="TTFT SLO per request (none)")
+    parser.add_argument("--slo-tpot-ms", type=float, help="TPOT SLO per request (none)")
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (0,1,2)")
+    parser.add_argument("--json", metavar="OUT", help="write every figure as JSON")
+    parser.add_argument("--plots", metavar="DIR", help="write ttft_cdf.png and traffic.png")
+    parser.add_argument("--policies", default=DEFAULT_POLICIES, help=f"({DEFAULT_POLICIES})")
+    parser.add_argument("--hardware", default="h200", help="the simulated pod class (h200)")
+    parser.add_argument(
+        "--sim-seconds", type=float, default=0.0, help="simulated seconds of arrivals (0: auto)"
+    )
+    parser.add_argument(
+        "--speedup", type=float, default=0.0, help="pace of the predictor policies (0: auto)"
+    )
+    parser.add_argument("--fit-rows", type=int, default=240, help="rows rebuilt for the fit")
+    parser.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+
+
+class UsageProblem(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Options:
+    url: str
+    pods: int
+    hours: float
+    slos: tuple[float | None, float | None]
+    seeds: tuple[int, ...]
+    policies: tuple[str, ...]
+    hardware: str
+    sim_seconds: float | None  # None: sized to the time budget (advisor.workload)
+    speedup: float | None
+    fit_rows: int
+
+
+def _out(text: str) -> None:
+    print(text, flush=True)  # noqa: T201 (command output)
+
+
+def _err(text: str) -> None:
+    print(f"latency-predictor advise: {text}", file=sys.stderr, flush=True)  # noqa: T201
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        seeds = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise UsageProblem(f"--seeds: not comma-separated integers: {text!r}") from None
+    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise UsageProblem(f"--seeds: distinct integers >= 0 needed, got {text!r}")
+    return seeds
+
+
+def _policies(text: str) -> tuple[str, ...]:
+    from poolsim.policies import check_name
+
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise UsageProblem("--policies: none given")
+    for name in names:
+        try:
+            check_name(name)
+        except ValueError as exc:
+            raise UsageProblem(f"--policies: {exc}") from None
+    return names
+
+
+def _positive(args: argparse.Namespace) -> None:
+    if args.pods < 1:
+        raise UsageProblem("--pods must be at least 1")
+    if not args.hours > 0:
+        raise UsageProblem("--hours must be positive")
+    for flag in ("slo_ttft_ms", "slo_tpot_ms"):
+        value = getattr(args, flag)
+        if value is not None and not value > 0:
+            raise UsageProblem(f"--{flag.replace('_', '-')} must be positive")
+    if args.sim_seconds < 0 or args.speedup < 0 or args.fit_rows < 1:
+        raise UsageProblem("--sim-seconds and --speedup must be >= 0, --fit-rows >= 1")
+
+
+def check(args: argparse.Namespace) -> Options:
+    if args.training_url:
+        raise UsageProblem(NO_EXPORT)
+    _positive(args)
+    from poolsim.hardware import HARDWARE
+    from poolsim.report import INSTALL_HINT, matplotlib_available
+
+    if args.hardware not in HARDWARE:
+        raise UsageProblem(f"--hardware: one of {', '.join(HARDWARE)}")
+    if args.plots and not matplotlib_available():
+        raise UsageProblem(INSTALL_HINT)
+    return Options(
+        url=args.db,
+        pods=args.pods,
+        hours=args.hours,
+        slos=(args.slo_ttft_ms, args.slo_tpot_ms),
+        seeds=_seeds(args.seeds),
+        policies=_policies(args.policies),
+        hardware=args.hardware,
+        sim_seconds=args.sim_seconds or None,
+        speedup=args.speedup or None,
+        fit_rows=args.fit_rows,
+    )
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C, so the servers started for the runs are stopped."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        options = check(args)
+    except UsageProblem as exc:
+        _err(str(exc))
+        return 2
+    from advisor.advise import AdviseError, advise
+    from advisor.rows import UrlError
+
+    try:
+        with _sigterm_interrupts():
+            advice = advise(options, progress=not args.no_progress)
+    except UrlError as exc:
+        _err(str(exc))
+        return 2
+    except AdviseError as exc:
+        _err(str(exc))
+        return 1
+    except KeyboardInterrupt:
+        _err("interrupted; every server it started was stopped")
+        return 130
+    _answer(args, advice)
+    return 0
+
+
+def _answer(args: argparse.Namespace, advice: Advised) -> None:
+    from advisor.report import screen, write_json
+
+    _out(screen(advice.advice))
+    if args.json:
+        write_json(Path(args.json), advice.advice)
+        _out(f"json: {args.json}")
+    if args.plots:
+        from advisor.plots import write_plots
+
+        for path in write_plots(Path(args.plots), advice.advice.simulation, *advice.traffic):
+            _out(f"plot: {path}")

@@ -1,0 +1,187 @@
+"""`latency-predictor advise` as a process, against stores a real trainer filled."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import DBAPIError
+
+from advisor.rows import begin_read_only, open_read_only
+from devkit.processes import free_port
+from tests.advisor.conftest import Stores
+from tests.advisor.stores import advise
+from tests.conftest import PG_URL
+
+SIX = ["heuristic", "token-load", "round-robin", "predicted-latency", "latency-first", "oracle"]
+QUICK = ("--sim-seconds", "60", "--speedup", "20", "--slo-ttft-ms", "300", "--slo-tpot-ms", "40")
+
+
+def snapshot(path: Path) -> tuple[str, int, list[str], int]:
+    """The file's bytes (sha256) and mtime, the folder's files, the stored rows."""
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    files = sorted(p.name for p in path.parent.iterdir())
+    with sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True) as conn:
+        rows = conn.execute("SELECT count(*) FROM samples").fetchone()[0]
+    return digest, path.stat().st_mtime_ns, files, rows
+
+
+def postgres_counts(url: str) -> tuple[int, int, int]:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            samples = conn.execute(text("SELECT count(*), max(id) FROM samples")).one()
+            retrains = conn.execute(text("SELECT count(*) FROM retrains")).scalar_one()
+            return int(samples[0]), int(samples[1]), int(retrains)
+    finally:
+        engine.dispose()
+
+
+def check_document(document: dict[str, Any], policies: list[str]) -> None:
+    for key in (
+        "verdict",
+        "reason",
+        "confidence",
+        "rows",
+        "minutes",
+        "fit_error",
+        "policies",
+        "cost",
+        "expected_change",
+        "profile",
+        "simulation",
+        "elapsed_s",
+    ):
+        assert key in document, key
+    assert document["verdict"] in ("enable", "little-gain")
+    assert document["confidence"] in ("high", "low")
+    assert document["rows"] >= 1200 and 11.5 <= document["minutes"] <= 12.5
+    assert document["fit_error"]["cells"], "the pod model was checked per cell"
+    assert list(document["policies"]) == policies
+    for figures in document["policies"].values():
+        assert figures["ttft_ms"]["p50"] > 0 and figures["ttft_ms"]["p90"] > 0
+        assert figures["tpot_ms"]["p90"] > 0
+        assert 0.0 <= figures["slo_attainment"] <= 1.0
+    assert document["cost"]["prediction_workers"] >= 1
+    assert document["expected_change"]["ttft_p90"]["baseline"] in SIX[:3]
+
+
+def run_json(tmp_path: Path, *args: str) -> tuple[str, dict[str, Any]]:
+    out = tmp_path / "advice.json"
+    done = advise(*args, "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    return done.stdout, json.loads(out.read_text())
+
+
+def check_not_enough(stdout: str, document: dict[str, Any]) -> None:
+    assert "verdict   not-enough-data" in stdout
+    assert "rows in the window (need 1,000)" in stdout
+    assert "minutes of traffic between the first and the last row (need 10)" in stdout
+    assert document["verdict"] == "not-enough-data" and len(document["missing"]) == 2
+    assert document["policies"] == {} and document["simulation"] is None
+    assert document["elapsed_s"]["simulate_s"] == 0.0
+
+
+def test_a_small_sqlite_store_is_not_enough_data(sqlite_stores: Stores, tmp_path: Path) -> None:
+    check_not_enough(*run_json(tmp_path, "--db", sqlite_stores.small, "--pods", "2"))
+
+
+@pytest.mark.postgres
+def test_a_small_postgres_store_is_not_enough_data(postgres_stores: Stores, tmp_path: Path) -> None:
+    check_not_enough(*run_json(tmp_path, "--db", postgres_stores.small, "--pods", "2"))
+
+
+def test_a_full_answer_on_sqlite_writes_nothing(sqlite_stores: Stores, tmp_path: Path) -> None:
+    assert sqlite_stores.file is not None
+    before = snapshot(sqlite_stores.file)
+    plots = tmp_path / "plots"
+    args = ("--db", sqlite_stores.adequate, "--pods", "2", "--seeds", "0,1", *QUICK)
+    stdout, document = run_json(tmp_path, *args, "--plots", str(plots))
+    check_document(document, SIX)
+    assert [len(p["seeds"]) for p in document["policies"].values()] == [2] * 6
+    assert "| latency-first |" in stdout and "verdict   " in stdout and "cost      " in stdout
+    assert sorted(p.name for p in plots.iterdir()) == ["traffic.png", "ttft_cdf.png"]
+    assert snapshot(sqlite_stores.file) == before  # bytes, mtime, no -wal/-shm, rows
+
+
+@pytest.mark.postgres
+def test_a_full_answer_on_postgres_writes_nothing(postgres_stores: Stores, tmp_path: Path) -> None:
+    before = postgres_counts(postgres_stores.adequate)
+    policies = ["heuristic", "token-load", "latency-first", "oracle"]
+    args = ("--db", postgres_stores.adequate, "--pods", "2", "--seeds", "0", *QUICK)
+    _, document = run_json(tmp_path, *args, "--policies", ",".join(policies))
+    check_document(document, policies)
+    assert postgres_counts(postgres_stores.adequate) == before
+
+
+def check_error(done: Any, code: int, words: str) -> None:
+    assert done.returncode == code, done.stdout + done.stderr
+    assert words in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_a_store_that_cannot_be_read_exits_1(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.db"
+    check_error(advise("--db", f"sqlite:///{missing}", "--pods", "2"), 1, "no SQLite store at")
+    assert not missing.exists()
+    bare = tmp_path / "bare.db"
+    sqlite3.connect(bare).close()  # a database nobody migrated
+    check_error(advise("--db", f"sqlite:///{bare}", "--pods", "2"), 1, "is not migrated")
+    closed = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/test"
+    check_error(advise("--db", closed, "--pods", "2"), 1, "cannot read the store at")
+
+
+@pytest.mark.postgres
+def test_an_unmigrated_postgres_schema_exits_1(empty_schema_url: str) -> None:
+    assert empty_schema_url.startswith(PG_URL)
+    check_error(advise("--db", empty_schema_url, "--pods", "2"), 1, "is not migrated")
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--db", "sqlite:///x.db", "--pods", "0"], "--pods must be at least 1"),
+        (["--db", "sqlite:///x.db", "--pods", "2", "--seeds", "a,b"], "--seeds"),
+        (["--db", "sqlite:///x.db", "--pods", "2", "--hours", "-1"], "--hours must be positive"),
+        (["--db", "sqlite:///x.db", "--pods", "2", "--policies", "nope"], "unknown policy"),
+        (["--db", "sqlite:///x.db", "--pods", "2", "--slo-ttft-ms", "0"], "--slo-ttft-ms"),
+        (["--db", "mysql://u@h/db", "--pods", "2"], "unsupported store"),
+        (["--db", "not a url", "--pods", "2"], "not a database URL"),
+        (["--training-url", "http://127.0.0.1:8000", "--pods", "2"], "no route that exports"),
+        (["--pods", "2"], "one of the arguments --db --training-url is required"),
+    ],
+)
+def test_bad_flags_exit_2(args: list[str], words: str) -> None:
+    done = advise(*args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert words in done.stderr and "Traceback" not in done.stderr
+
+
+def refuses_writes(url: str) -> None:
+    engine = open_read_only(url)
+    try:
+        with engine.connect() as conn:
+            begin_read_only(conn)
+            with pytest.raises(DBAPIError, match=r"(?i)read-?only"):
+                conn.execute(text("DELETE FROM samples"))
+    finally:
+        engine.dispose()
+
+
+def test_the_sqlite_connection_cannot_write(sqlite_stores: Stores) -> None:
+    assert sqlite_stores.file is not None
+    before = snapshot(sqlite_stores.file)
+    refuses_writes(sqlite_stores.adequate)
+    assert snapshot(sqlite_stores.file) == before
+
+
+@pytest.mark.postgres
+def test_the_postgres_transaction_cannot_write(postgres_stores: Stores) -> None:
+    before = postgres_counts(postgres_stores.adequate)
+    refuses_writes(postgres_stores.adequate)
+    assert postgres_counts(postgres_stores.adequate) == before
