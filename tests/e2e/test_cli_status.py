@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import pytest
 
 from devkit.processes import ServerProcess, free_port
 from devkit.synthetic import synthetic_rows
+from tests.polling import eventually
 
 ROWS = 600
 
@@ -74,12 +74,11 @@ def train(trainer_url: str, rows: int = ROWS, seed: int = 1) -> str:
 
 
 def wait_until_served(predictor_url: str, version: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if httpx.get(f"{predictor_url}/status", timeout=5).json()["model_version"] == version:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{predictor_url} does not serve {version} after {timeout}s")
+    eventually(
+        lambda: httpx.get(f"{predictor_url}/status", timeout=5).json()["model_version"] == version,
+        timeout,
+        f"{predictor_url} serving {version}",
+    )
 
 
 @contextlib.contextmanager

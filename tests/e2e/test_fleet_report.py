@@ -3,27 +3,14 @@ version it serves to the trainer, and one whose trainer is gone serves on regard
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
 from devkit.processes import ServerProcess, free_port
 from devkit.synthetic import prediction_row, synthetic_rows
-
-T = TypeVar("T")
-
-
-def eventually(probe: Callable[[], T | None], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = probe()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"not within {timeout}s: {what}")
+from tests.polling import eventually
 
 
 def trainer_env(tmp_path: Path) -> dict[str, str]:

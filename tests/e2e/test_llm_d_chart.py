@@ -15,6 +15,7 @@ twice: as root, and as uid 10001 (the image's USER) with only the volumes writab
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import random
@@ -22,7 +23,6 @@ import shutil
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -46,6 +46,7 @@ from tests.e2e.chart_pod import (
     training_container,
     written_paths,
 )
+from tests.polling import eventually
 from tests.unprivileged import python_for
 
 log = logging.getLogger(__name__)
@@ -188,24 +189,25 @@ def caught_up(loads: dict[str, float], version: str) -> bool:
     return any(v >= version for v in loads)
 
 
-def watch(pod: Pod, feed: EppFeed) -> Observed:
+def watch(pod: Pod) -> Observed:
     """Poll until every worker serves the VERSIONS-th version announced (bounded)."""
     seen = Observed()
     models = pod.training.volume / LLM_D_HOME / "models"
-    deadline = time.monotonic() + WAIT_SEC
-    for _ in range(int(WAIT_SEC / 0.1)):
+
+    def all_serve_the_versions() -> bool:
         seen.note_trainer(models, pod.trainer.url)
         for p in pod.predictors:
             seen.note_status(p.module, httpx.get(f"{p.url}/status", timeout=5).json())
         versions = sorted(seen.announced)
-        if len(versions) >= VERSIONS and seen.all_workers_serve(versions[VERSIONS - 1]):
-            return seen
-        if time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    feed.stop.set()
-    logs = {c.name: (c.root / "server.log").read_text()[-1500:] for c in pod.containers}
-    raise AssertionError(f"not every worker served {VERSIONS} new versions: {seen}\n{logs}")
+        return len(versions) >= VERSIONS and seen.all_workers_serve(versions[VERSIONS - 1])
+
+    def observed_and_logs() -> str:
+        logs = {c.name: (c.root / "server.log").read_text()[-1500:] for c in pod.containers}
+        return f"{seen}\n{logs}"
+
+    what = f"every worker serving {VERSIONS} new versions"
+    eventually(all_serve_the_versions, WAIT_SEC, what, interval=0.1, detail=observed_and_logs)
+    return seen
 
 
 def serving_state(pod: Pod, converged: str) -> None:
@@ -258,7 +260,7 @@ def test_the_chart_runs_our_image_and_its_predictors_follow_the_trainer(pod: Pod
     feeder = threading.Thread(target=feed.run)
     feeder.start()
     try:
-        seen = watch(pod, feed)
+        seen = watch(pod)
         versions = sorted(seen.announced)[:VERSIONS]
         serving_state(pod, versions[-1])
         footprint(pod)
@@ -306,13 +308,17 @@ def test_no_process_of_either_server_writes_outside_its_volume(tmp_path: Path) -
     try:
         for server in servers:
             server.start(ready_timeout=120)
-        for second in range(int(WAIT_SEC)):  # bounded: one batch a second, as the EPP
-            rows = {"entries": synthetic_rows(200, seed=second)}
+        batches = itertools.count()
+
+        def fed_until_served() -> dict[str, Any] | None:  # a batch per poll, as the EPP
+            rows = {"entries": synthetic_rows(200, seed=next(batches))}
             httpx.post(f"{servers[1].url}/add_training_data_bulk", json=rows, timeout=30)
-            status = httpx.get(f"{servers[0].url}/status", timeout=10).json()
-            if status["model_version"] != "cold-start-prior":
-                break
-            time.sleep(1)
+            status: dict[str, Any] = httpx.get(f"{servers[0].url}/status", timeout=10).json()
+            return status if status["model_version"] != "cold-start-prior" else None
+
+        status = eventually(
+            fed_until_served, WAIT_SEC, "the trainer's first version served", interval=0.5
+        )
         assert status["model_source"] == "trainer-sync" and status["cold_start"] is False
     finally:
         for server in servers:

@@ -4,7 +4,6 @@ server that mirrors its bundles over that HTTPS with the token (LATENCY_SYNC_FRO
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
@@ -12,6 +11,7 @@ import pytest
 
 from devkit.processes import ServerProcess, free_port
 from devkit.synthetic import synthetic_rows
+from tests.polling import eventually
 
 TOKEN = "e2e-token"
 
@@ -95,10 +95,14 @@ def test_token_and_tls_end_to_end(tmp_path: Path) -> None:
             version = https.get("/model/download/info").json()["model_version"]
             assert https.get("/model/export").status_code == 401
         predictor.start()
-        deadline = time.monotonic() + 30
-        while httpx.get(f"{predictor.url}/status", timeout=5).json()["model_version"] != version:
-            assert time.monotonic() < deadline, predictor.log_path.read_text()[-2000:]
-            time.sleep(0.2)
+        eventually(
+            lambda: (
+                httpx.get(f"{predictor.url}/status", timeout=5).json()["model_version"] == version
+            ),
+            30,
+            f"the predictor serving {version}",
+            detail=lambda: predictor.log_path.read_text()[-2000:],
+        )
     finally:
         predictor.stop()
         trainer.stop()

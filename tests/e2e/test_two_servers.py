@@ -4,7 +4,6 @@ sharing a model directory, bulk ingestion, hot swap, and a SIGKILL of the traine
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ import pytest
 
 from devkit.processes import ServerProcess, free_port
 from devkit.synthetic import prediction_row, synthetic_rows
+from tests.polling import eventually
 
 BATCH = 200
 SHORT = prediction_row(input_token_length=50)
@@ -75,8 +75,8 @@ def wait_for_new_version(
     Early retrains fire while a bulk ingest is still arriving, so a version fitted on part of
     the rows is followed by another one: only the one that saw every row is the last.
     """
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def served_by_both() -> str | None:
         status = httpx.get(f"{trainer.url}/data/status").json()
         version: str | None = status["model_version"]
         detail = status["last_retrain_detail"] or {}
@@ -84,8 +84,11 @@ def wait_for_new_version(
         served = {httpx.get(f"{p.url}/status").json()["model_version"] for p in predictors}
         if version not in (None, old) and seen >= stored and served == {version}:
             return version
-        time.sleep(0.2)
-    raise AssertionError(f"no version trained on {stored} rows served by both within {timeout}s")
+        return None
+
+    return eventually(
+        served_by_both, timeout, f"a version trained on {stored} rows served by both predictors"
+    )
 
 
 def strict(server: ServerProcess, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -142,7 +145,8 @@ def test_sigkill_of_the_trainer_loses_no_accepted_sample(
 
     streamer = threading.Thread(target=stream)
     streamer.start()
-    time.sleep(2.0)
+    # Killed mid-stream, once it has landed batches.
+    eventually(lambda: accepted >= 2 * BATCH, 60, "two batches accepted, the stream going on")
     trainer.kill()
     stop.set()
     streamer.join(30)

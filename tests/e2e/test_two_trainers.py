@@ -16,6 +16,7 @@ import pytest
 from devkit.processes import ServerProcess, free_port
 from devkit.synthetic import synthetic_rows
 from shared.artifact import read_current_version
+from tests.polling import eventually
 
 pytestmark = pytest.mark.postgres
 
@@ -73,21 +74,28 @@ def ingest(server: ServerProcess, rows: list[dict[str, Any]]) -> int:
     return accepted
 
 
-def wait_until(predicate: Any, timeout: float, what: str) -> float:
-    """Poll `predicate` every 0.1 s; returns the seconds it took."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if predicate():
-            return time.monotonic() - t0
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not within {timeout}s")
+def next_version_followed(leader: ServerProcess, follower: ServerProcess, after: str) -> str:
+    """The leader's next version after `after`, once the follower serves it (or a newer one).
+    A follower picks up a published version in its own retrain tick only: each call proves
+    a tick of the follower holding rows it never trained on, where it must not train."""
+    version: str = eventually(
+        lambda: (v := status(leader)["model_version"]) not in (None, after) and v,
+        30,
+        "the leader retraining on the follower's samples",
+    )
+    eventually(
+        lambda: (status(follower)["model_version"] or "") >= version,
+        30,
+        f"the follower serving {version} (a retrain tick of its own)",
+    )
+    return version
 
 
 def test_one_leader_retrains_and_the_other_takes_over_after_sigkill(
     trainers: list[ServerProcess], tmp_path: Path
 ) -> None:
     model_dir = tmp_path / "models"
-    wait_until(
+    eventually(
         lambda: sum(status(s)["trainer"]["is_leader"] for s in trainers) == 1,
         10,
         "exactly one leader",
@@ -99,7 +107,7 @@ def test_one_leader_retrains_and_the_other_takes_over_after_sigkill(
     # Both replicas ingest; the leader's model reaches the follower through the model dir.
     accepted = ingest(leader, synthetic_rows(600, seed=1))
     accepted += ingest(follower, synthetic_rows(600, seed=2))
-    wait_until(
+    eventually(
         lambda: (
             status(follower)["model_version"] is not None
             and status(follower)["model_version"] == read_current_version(model_dir)
@@ -107,14 +115,12 @@ def test_one_leader_retrains_and_the_other_takes_over_after_sigkill(
         60,
         "the follower serving the leader's first model",
     )
-    accepted += ingest(follower, synthetic_rows(400, seed=3))
-    first = status(leader)["model_version"]
-    wait_until(
-        lambda: status(leader)["model_version"] not in (None, first),
-        30,
-        "the leader retraining on the follower's samples",
-    )
-    time.sleep(3.0)  # several more ticks: the follower must still not train
+    # Twice more, rows to the follower: the leader trains on them, and the follower, in
+    # ticks of its own, serves that model and does not train.
+    version = status(leader)["model_version"]
+    for seed in (3, 5):
+        accepted += ingest(follower, synthetic_rows(400, seed=seed))
+        version = next_version_followed(leader, follower, after=version)
     led = ok_retrains(follower)
     assert len(led) >= 2
     assert {r["trainer"] for r in led} == {leader_id}
@@ -140,18 +146,21 @@ def test_one_leader_retrains_and_the_other_takes_over_after_sigkill(
                     failures.append(reply.text)
                     return
                 streamed += BATCH
-                time.sleep(0.05)
+                stop.wait(0.05)  # a batch every 50 ms, until told to stop
 
     streamer = threading.Thread(target=stream)
     streamer.start()
     try:
-        time.sleep(0.5)
+        eventually(lambda: streamed >= BATCH, 30, "the survivor's stream under way")
         leader.kill()
-        takeover_s = wait_until(
+        killed_at = time.monotonic()
+        eventually(
             lambda: status(follower)["trainer"]["is_leader"],
             TAKEOVER_BOUND_S,
             "the follower taking over",
+            interval=0.1,
         )
+        takeover_s = time.monotonic() - killed_at
         print(f"\ntakeover after SIGKILL of the leader: {takeover_s:.2f}s")
 
         # The new leader publishes a model that includes samples the old one never saw.
@@ -165,7 +174,7 @@ def test_one_leader_retrains_and_the_other_takes_over_after_sigkill(
             )
             return published
 
-        wait_until(published_by_the_survivor, 60, "the new leader publishing")
+        eventually(published_by_the_survivor, 60, "the new leader publishing")
     finally:
         stop.set()
         streamer.join(30)

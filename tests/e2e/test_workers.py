@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,7 @@ import httpx
 
 from devkit.processes import ServerProcess, free_port
 from tests.conftest import publish_trained_bundle
+from tests.polling import eventually
 
 
 def children(pid: int) -> list[int]:
@@ -44,16 +44,16 @@ def test_each_worker_serves_the_newly_published_bundle(tmp_path: Path) -> None:
         ]
         assert len(python_children) == 2
         second = publish_trained_bundle(models, seed=2, version="20260102T000000.000000Z")
-        deadline = time.monotonic() + 30
-        seen: list[dict[str, Any]] = []
-        while time.monotonic() < deadline:
+
+        def both_workers_serve_the_second() -> list[dict[str, Any]] | None:
             # fresh connections, so the kernel spreads them over both workers
             seen = [httpx.get(f"{server.url}/status").json() for _ in range(20)]
-            if {s["model_version"] for s in seen} == {second.version} and len(
-                {s["worker_pid"] for s in seen}
-            ) == 2:
-                break
-            time.sleep(0.2)
+            versions, pids = ({s[k] for s in seen} for k in ("model_version", "worker_pid"))
+            return seen if versions == {second.version} and len(pids) == 2 else None
+
+        seen = eventually(
+            both_workers_serve_the_second, 30, f"both workers serving {second.version}"
+        )
         assert {s["worker_pid"] for s in seen} == set(python_children)
         assert {s["model_version"] for s in seen} == {second.version}, seen
         assert first.version != second.version

@@ -1,19 +1,17 @@
-"""Shared by the fault-injection tests: real server processes, bounded waits, /metrics reads."""
+"""Shared by the fault-injection tests: real server processes, /metrics reads (waits:
+tests.polling.eventually)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
 from devkit.processes import ServerProcess, free_port
 from devkit.synthetic import synthetic_rows
 from shared.predictor import load_current_bundle
-
-T = TypeVar("T")
+from tests.polling import eventually
 
 # The marker column: stored with every row but no feature of either model, so unique values
 # per row identify rows without changing what the trainer learns.
@@ -44,21 +42,6 @@ def published_version(model_dir: Path) -> str | None:
 
 def new_trainer(tmp_path: Path, env: dict[str, str]) -> ServerProcess:
     return ServerProcess("training_server", free_port(), env, tmp_path / "training.log")
-
-
-def wait_until(
-    probe: Callable[[], T | None], what: str, timeout: float = 20.0, interval: float = 0.05
-) -> T:
-    """Poll `probe` until it returns something truthy, at most `timeout` seconds; that value
-    (never None: a probe answers None for "not yet")."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        time.sleep(interval)
 
 
 def marked_rows(first_marker: int, n: int, seed: int) -> list[dict[str, Any]]:
@@ -121,4 +104,4 @@ def first_bundle(trainer: ServerProcess, rows: int = 300, seed: int = 1) -> str:
         version = status["model_version"]
         return version if version and last.get("version") == version else None
 
-    return wait_until(recorded, "the first retrain publishes a bundle and records itself")
+    return eventually(recorded, 20, "the first retrain publishes a bundle and records itself")

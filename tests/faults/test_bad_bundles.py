@@ -26,7 +26,8 @@ import pytest
 from devkit.processes import ServerProcess, free_port
 from shared.artifact import MANIFEST, bundle_dir_for, publish_pointer
 from tests.conftest import publish_trained_bundle
-from tests.faults.helpers import answer, metric, present_metric, wait_until
+from tests.faults.helpers import answer, metric, present_metric
+from tests.polling import eventually
 from tests.prediction_server.helpers import epp_rows
 
 SERVED = "20260101T000000.000000Z"  # trained on seed 1
@@ -167,10 +168,10 @@ def test_broken_bundle_is_refused_once_and_the_last_good_keeps_serving(
     bad, bundle = library.stage(model_dir, OTHER)
     breaker(bundle)
     publish_pointer(model_dir, bad)
-    refused = wait_until(
+    refused = eventually(
         lambda: status(server)["refused_versions"].get(bad),
+        10,
         f"the server refuses the {kind} bundle",
-        timeout=10,
     )
     assert reason in refused
     time.sleep(5 * SYNC_SEC)  # several more polls of the same CURRENT
@@ -187,10 +188,8 @@ def test_broken_bundle_is_refused_once_and_the_last_good_keeps_serving(
     # The watcher is alive: the next good bundle is taken (the same models as served).
     good, _ = library.stage(model_dir, SERVED)
     publish_pointer(model_dir, good)
-    wait_until(
-        lambda: status(server)["model_version"] == good,
-        "the next good bundle is served",
-        timeout=10,
+    eventually(
+        lambda: status(server)["model_version"] == good, 10, "the next good bundle is served"
     )
     assert answer(server, ROWS) == (good, good_answer)
     assert metric(server.url, "latency_model_refused_total") == refused_before + 1
@@ -208,7 +207,7 @@ def test_pointer_outside_the_versions_folder_or_to_nothing_is_refused(
         def refused(version: str = bad) -> bool:
             return version in status(server)["refused_versions"]
 
-        wait_until(refused, f"the server refuses CURRENT={bad!r}", timeout=10)
+        eventually(refused, 10, f"the server refuses CURRENT={bad!r}")
     assert answer(server, ROWS) == (good_version, good_answer)
     assert httpx.get(f"{server.url}/readyz", timeout=10).status_code == 200
     assert metric(server.url, "latency_model_refused_total") == refused_before + 2

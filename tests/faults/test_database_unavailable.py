@@ -41,14 +41,15 @@ from tests.faults.helpers import (
     present_metric,
     published_version,
     trainer_env,
-    wait_until,
 )
 from tests.faults.tcp_cut import TcpCut
+from tests.polling import eventually
 from training_server.db import SQLITE_BUSY_TIMEOUT_SEC, make_engine, sqlite_busy_timeout
 from training_server.migrate import upgrade
 from training_server.store import SampleStore
 
 INTERVAL = 1.0  # retrain interval of the PostgreSQL trainer (s)
+CUT_TICKS = 3  # retrain ticks the PostgreSQL trainer goes through with the database cut
 SQLITE_INTERVAL = 1.5  # SQLite: room to ingest and take the lock between two retrains
 
 
@@ -68,10 +69,10 @@ def assert_retrains_again(trainer: ServerProcess, model_dir: Path, after: str) -
     """Fresh rows are taken (202) and a retrain publishes a new version by itself."""
     reply = ingest(trainer.url, marked_rows(50_000_000, 200, seed=11))
     assert reply.status_code == 202, reply.text
-    version: str = wait_until(
+    version: str = eventually(
         lambda: (v := data_status(trainer.url)["model_version"]) not in (None, after) and v,
+        30,
         "a retrain publishes after the store came back",
-        timeout=30,
     )
     status = data_status(trainer.url)
     assert status["retrain_failures"]["consecutive"] == 0
@@ -143,20 +144,35 @@ def test_sqlite_locked_answers_503_and_recovers_without_a_restart(tmp_path: Path
         # Readers are not blocked in WAL mode: the store still answers, so still ready.
         assert httpx.get(f"{trainer.url}/readyz").status_code == 200
 
-        failures = wait_until(
+        failures = eventually(
             lambda: (f := data_status(trainer.url)["retrain_failures"])["consecutive"] >= 1 and f,
+            15,
             "the retrain that cannot record itself is counted as failed",
-            timeout=15,
         )
         assert "database is locked" in failures["last_error"]
         assert present_metric(trainer.url, "latency_retrain_consecutive_failures") >= 1.0
         assert present_metric(trainer.url, 'latency_retrains_total{status="failed"}') >= 1.0
         # That retrain did publish (CURRENT moved before its record failed): the trainer
         # serves what CURRENT names, and does not republish the same rows at every tick.
-        time.sleep(1.5 * SQLITE_INTERVAL)
-        status = data_status(trainer.url)
         published = read_current_version(model_dir)
         assert published is not None
+        failed_at = time.monotonic()
+
+        def serves_current_without_retrying() -> bool:
+            status = data_status(trainer.url)
+            assert status["model_version"] == read_current_version(model_dir) == published
+            assert status["retrain_failures"]["total"] == 1  # nothing new to fit: no more tries
+            return time.monotonic() - failed_at >= 1.5 * SQLITE_INTERVAL
+
+        # Checked at every poll for 1.5 intervals (a tick or more): the ticks that find
+        # nothing new to fit leave no trace to poll for (not logged, not counted).
+        eventually(
+            serves_current_without_retrying,
+            1.5 * SQLITE_INTERVAL + 30,
+            f"{1.5 * SQLITE_INTERVAL:g} s (a retrain tick or more) after the failed record",
+            interval=0.25,
+        )
+        status = data_status(trainer.url)
         assert status["model_version"] == published
         assert published_version(model_dir) == published
         locked_for = time.monotonic() - locked_at
@@ -196,16 +212,27 @@ def test_postgres_cut_answers_503_and_recovers_without_a_restart(
         v1 = first_bundle(trainer)
         assert data_status(trainer.url)["trainer"]["is_leader"] is True
 
+        logged = trainer.log_path.stat().st_size
         assert tcp.cut() >= 1  # at least the leadership session and a pooled connection
         cut_at = time.monotonic()
         codes: list[int] = []
-        while time.monotonic() - cut_at < 3 * INTERVAL:  # several retrain ticks
+
+        def refused_through_retrain_ticks() -> bool:
             t0 = time.monotonic()
             reply = ingest(trainer.url, marked_rows(3_000_000 + len(codes) * 200, 200, seed=4))
             assert time.monotonic() - t0 < 5.0  # refused at once, not a hang
             codes.append(reply.status_code)
             assert httpx.get(f"{trainer.url}/readyz").status_code == 503
-            time.sleep(0.2)
+            # Each retrain tick tries for the leadership, and logs that it cannot.
+            tail = trainer.log_path.read_bytes()[logged:]
+            return tail.count(b"leadership: cannot reach the database") >= CUT_TICKS
+
+        eventually(
+            refused_through_retrain_ticks,
+            30,
+            f"{CUT_TICKS} retrain ticks with the database cut",
+            interval=0.2,
+        )
         assert set(codes) == {503}, codes
         # By design (training_server.leadership) an unreachable database makes this replica
         # a follower: no retrain is attempted, so none fails and it is not "degraded".

@@ -25,8 +25,8 @@ from tests.faults.helpers import (
     present_metric,
     published_version,
     trainer_env,
-    wait_until,
 )
+from tests.polling import eventually
 
 
 def bundle_folders(model_dir: Path) -> list[str]:
@@ -48,10 +48,10 @@ def test_pointer_that_cannot_be_written_publishes_nothing(tmp_path: Path) -> Non
         (blocker / "keep").write_text("makes the path neither writable nor removable as a file")
         assert ingest(trainer.url, marked_rows(1_000_000, 200, seed=31)).status_code == 202
 
-        failures = wait_until(
+        failures = eventually(
             lambda: (f := data_status(trainer.url)["retrain_failures"])["consecutive"] >= 2 and f,
+            20,
             "two retrains fail on the pointer",
-            timeout=20,
         )
         assert failures["last_error"].startswith("IsADirectoryError")
         assert httpx.get(f"{trainer.url}/readyz").status_code == 200
@@ -65,10 +65,10 @@ def test_pointer_that_cannot_be_written_publishes_nothing(tmp_path: Path) -> Non
 
         (blocker / "keep").unlink()
         blocker.rmdir()
-        v2 = wait_until(
+        v2 = eventually(
             lambda: (v := data_status(trainer.url)["model_version"]) != v1 and v,
+            20,
             "the next retrain publishes once the path is free",
-            timeout=20,
         )
         assert read_current_version(model_dir) == v2
         assert published_version(model_dir) == v2

@@ -25,8 +25,8 @@ from tests.faults.helpers import (
     present_metric,
     published_version,
     trainer_env,
-    wait_until,
 )
+from tests.polling import eventually
 
 DEGRADED_AFTER = 3  # training_server.routes.ops.DEGRADED_AFTER_FAILURES
 
@@ -57,7 +57,7 @@ def test_failing_retrains_are_counted_then_recover(tmp_path: Path) -> None:
             seen.append(consecutive)
             return consecutive >= DEGRADED_AFTER
 
-        wait_until(streak, f"{DEGRADED_AFTER} failed retrains in a row", timeout=30, interval=0.1)
+        eventually(streak, 30, f"{DEGRADED_AFTER} failed retrains in a row", interval=0.1)
         status = data_status(trainer.url)
         failures = status["retrain_failures"]
         assert failures["consecutive"] >= DEGRADED_AFTER
@@ -79,10 +79,10 @@ def test_failing_retrains_are_counted_then_recover(tmp_path: Path) -> None:
         versions.unlink()
         aside.rename(versions)  # the fault removed: v1 is back where CURRENT says
         assert load_bundle(model_dir, v1).version == v1
-        v2 = wait_until(
+        v2 = eventually(
             lambda: (v := data_status(trainer.url)["model_version"]) != v1 and v,
+            20,
             "the next retrain succeeds on its own",
-            timeout=20,
         )
         status = data_status(trainer.url)
         assert status["retrain_failures"]["consecutive"] == 0

@@ -22,8 +22,8 @@ from tests.faults.helpers import (
     marked_rows,
     new_trainer,
     trainer_env,
-    wait_until,
 )
+from tests.polling import eventually
 from training_server.db import make_engine
 from training_server.tables import samples
 
@@ -92,10 +92,10 @@ def test_every_row_answered_202_survives_a_sigkill(db_url: str, tmp_path: Path) 
         pid = trainer.proc.pid if trainer.proc else None
         for stream in streams:
             stream.start()
-        wait_until(
+        eventually(
             lambda: sum(len(s.acked) for s in streams) >= KILL_AFTER_ACKED * BATCH,
+            30,
             "the streams land batches before the kill",
-            timeout=30,
         )
         killed_at = time.monotonic()
         trainer.kill()

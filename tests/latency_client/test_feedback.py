@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from latency_client import ClientConfig, PredictorClient
+from latency_client import ClientConfig, ClientStats, PredictorClient
 from tests.latency_client.cluster import running_cluster, stored_rows, training_row
+from tests.polling import eventually
 
 DOWN_S = 5.0
 ROWS_PER_TICK = 20
@@ -24,27 +26,44 @@ async def record_for(client: PredictorClient, seconds: float, first: int) -> int
         for _ in range(ROWS_PER_TICK):
             client.record(training_row(i))
             i += 1
-        await asyncio.sleep(TICK_S)
+        await asyncio.sleep(TICK_S)  # pacing: the load, not a wait for a condition
     return i
 
 
-async def settled(client: PredictorClient, recorded: int, timeout: float) -> Any:
+async def stats_when(
+    client: PredictorClient, ready: Callable[[ClientStats], bool], timeout: float, what: str
+) -> ClientStats:
+    """The client's stats once `ready` holds for them: polled from a thread, so that the
+    client flushes on its loop meanwhile, and read on that loop (which mutates them)."""
+    loop = asyncio.get_running_loop()
+
+    async def read() -> ClientStats:
+        return client.stats()
+
+    def probe() -> ClientStats | None:
+        stats = asyncio.run_coroutine_threadsafe(read(), loop).result(10)
+        return stats if ready(stats) else None
+
+    return await asyncio.to_thread(eventually, probe, timeout, what)
+
+
+async def settled(client: PredictorClient, recorded: int, timeout: float) -> ClientStats:
     """Wait (bounded) until the client has nothing buffered and every row is accounted for."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        stats = client.stats()
+
+    def accounted_for(stats: ClientStats) -> bool:
         c = stats.counters
-        if stats.feedback_buffered == 0 and c.feedback_sent + c.feedback_dropped >= recorded:
-            return stats
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"rows still unsettled after {timeout}s: {client.stats()}")
+        return stats.feedback_buffered == 0 and c.feedback_sent + c.feedback_dropped >= recorded
+
+    return await stats_when(client, accounted_for, timeout, f"all {recorded} rows settled")
 
 
 async def failed_flush(client: PredictorClient, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while client.stats().counters.feedback_failed_flushes == 0:
-        assert time.monotonic() < deadline, "no flush attempt failed"
-        await asyncio.sleep(0.05)
+    await stats_when(
+        client,
+        lambda stats: stats.counters.feedback_failed_flushes > 0,
+        timeout,
+        "a failed flush attempt",
+    )
 
 
 def test_no_row_is_lost_while_the_trainer_is_down_for_5_s(tmp_path: Path) -> None:

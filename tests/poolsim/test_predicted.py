@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from devkit.processes import free_port
 from poolsim.engine import Engine, Progress, RunResult
@@ -19,6 +20,7 @@ from poolsim.policy_api import PolicyOptions
 from poolsim.predicted import PredictedLatencyPolicy, stored_rows
 from poolsim.workloads import generate
 from tests.latency_client.cluster import running_cluster
+from tests.polling import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -129,18 +131,33 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
-def test_sigterm_ends_the_run_and_every_server_it_started() -> None:
+def answers(pid: int) -> bool:
+    """Whether the server process `pid` (devkit.processes.ServerProcess: `--port N` on its
+    command line) is ready."""
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    port = int(argv[argv.index(b"--port") + 1])
+    return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
+
+
+# The prediction server is started after the trainer is ready: SIGTERM as soon as it exists
+# lands in the start-up, once both answer in the run. Either must end them.
+@pytest.mark.parametrize("phase", ["start-up", "run"])
+def test_sigterm_ends_the_run_and_every_server_it_started(phase: str) -> None:
     command = [sys.executable, "-m", "latency_cli", "simulate", "--workload", "chat"]
     command += ["--pods", "2", "--duration", "600", "--policies", "predicted-latency"]
     command += ["--speedup", "1", "--no-progress"]
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
-        while len(children_of(proc.pid)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.2)
+        eventually(lambda: len(children_of(proc.pid)) >= 2, 60, "the run's two servers started")
         servers = children_of(proc.pid)
         assert len(servers) == 2, "the trainer and one prediction server"
-        time.sleep(1.0)  # within the start-up or the run: either must end them
+        if phase == "run":
+            eventually(
+                lambda: all(answers(pid) for pid in servers),
+                60,
+                "both servers ready: the run under way",
+                retrying=(httpx.HTTPError,),
+            )
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     finally:

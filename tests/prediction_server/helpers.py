@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 
 from devkit.synthetic import synthetic_rows
 from prediction_server.app import create_app
 from shared.settings import PredictionSettings
+from tests.polling import eventually
+
+WAIT_S = 20.0  # for what the watcher does within a few of its polls: a bound, not a pace
 
 
 @contextmanager
@@ -54,10 +55,6 @@ def served_version(client: TestClient) -> str:
     return version
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> None:
-    """Poll until `condition` holds (the watcher runs every 50 ms); not a timing assertion."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout}s")
-        time.sleep(0.02)
+def wait_serving(client: TestClient, version: str, timeout: float = WAIT_S) -> None:
+    """Until the app serves `version` (its watcher polls every 50 ms)."""
+    eventually(lambda: served_version(client) == version, timeout, f"the app serving {version}")

@@ -13,13 +13,8 @@ from fastapi.testclient import TestClient
 from shared.live_calibration import LIVE_CALIBRATION
 from tests.apps import app_of
 from tests.conftest import publish_trained_bundle
-from tests.prediction_server.helpers import (
-    epp_rows,
-    metric_value,
-    running_app,
-    strict,
-    wait_for,
-)
+from tests.polling import eventually
+from tests.prediction_server.helpers import WAIT_S, epp_rows, metric_value, running_app, strict
 from tests.prediction_server.test_sync import live_calibration_json
 
 ROWS = epp_rows(8, seed=70)
@@ -35,19 +30,29 @@ def test_live_factor_follows_the_file(model_dir: Path) -> None:
     with running_app(model_dir) as client:
         plain = answers(client)
         path.write_bytes(live_calibration_json(ttft=0.3, tpot=0.1))
-        wait_for(lambda: answers(client) != plain)
+        eventually(
+            lambda: answers(client) != plain, WAIT_S, "answers corrected by the live calibration"
+        )
         first = answers(client)
         path.write_bytes(live_calibration_json(ttft=-0.2, tpot=0.0))
-        wait_for(lambda: answers(client) != first)
+        eventually(
+            lambda: answers(client) != first,
+            WAIT_S,
+            "answers corrected by the new live calibration",
+        )
         second = answers(client)
         single = client.post("/predict", json=ROWS[0]).json()
         status = client.get("/status").json()["calibration"]
         factor = metric_value(client, 'latency_served_calibration_factor{target="ttft"}')
         path.write_text("{not json")  # a broken file: the last good factor keeps serving
-        wait_for(lambda: (metric_value(client, "latency_live_calibration_errors_total") or 0) > 0)
+        eventually(
+            lambda: (metric_value(client, "latency_live_calibration_errors_total") or 0) > 0,
+            WAIT_S,
+            "the broken calibration file counted",
+        )
         assert answers(client) == second
         path.unlink()
-        wait_for(lambda: answers(client) == plain)
+        eventually(lambda: answers(client) == plain, WAIT_S, "the bundle's own answers back")
     for (t0, p0), (t1, p1), (t2, p2) in zip(plain, first, second, strict=True):
         assert t1 == pytest.approx(t0 * math.exp(0.3), rel=1e-6)
         assert p1 == pytest.approx(p0 * math.exp(0.1), rel=1e-6)
@@ -64,12 +69,20 @@ def test_factor_for_another_quantile_or_the_prior_is_not_applied(model_dir: Path
     with running_app(model_dir) as client:
         prior = answers(client)
         path.write_bytes(live_calibration_json(ttft=0.5, tpot=0.5))
-        wait_for(lambda: app_of(client).state.watcher.live.current is not None)
+        eventually(
+            lambda: app_of(client).state.watcher.live.current is not None,
+            WAIT_S,
+            "the live calibration read",
+        )
         assert answers(client) == prior  # the cold-start prior is never corrected
         publish_trained_bundle(model_dir, seed=2)
-        wait_for(lambda: answers(client) != prior)
+        eventually(lambda: answers(client) != prior, WAIT_S, "the trained bundle served")
         with_factor = answers(client)
         path.write_bytes(live_calibration_json(ttft=0.5, tpot=0.5, quantile=0.5))
-        wait_for(lambda: answers(client) != with_factor)
+        eventually(
+            lambda: answers(client) != with_factor,
+            WAIT_S,
+            "answers corrected for the bundle's quantile",
+        )
         for (t0, _), (t1, _) in zip(answers(client), with_factor, strict=True):
             assert t1 == pytest.approx(t0 * math.exp(0.5), rel=1e-6)

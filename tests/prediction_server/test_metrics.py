@@ -13,7 +13,8 @@ from shared.predictor import prior_bundle
 from shared.settings import ModelType, ObjectiveType
 from shared.slot import BundleSlot
 from tests.conftest import publish_trained_bundle
-from tests.prediction_server.helpers import epp_rows, running_app, strict, wait_for
+from tests.polling import eventually
+from tests.prediction_server.helpers import WAIT_S, epp_rows, running_app, strict
 
 
 def value(client: TestClient, name: str, **labels: str) -> float | None:
@@ -56,7 +57,11 @@ def test_model_age_is_zero_on_the_prior_then_counts_from_the_bundle(model_dir: P
     with running_app(model_dir) as client:
         assert value(client, "latency_model_age_seconds") == 0.0
         publish_trained_bundle(model_dir, seed=3)
-        wait_for(lambda: (value(client, "latency_model_age_seconds") or 0.0) > 0.0)
+        eventually(
+            lambda: (value(client, "latency_model_age_seconds") or 0.0) > 0.0,
+            WAIT_S,
+            "a model age once a bundle is served",
+        )
         strict(client, epp_rows(4, seed=2))
         seconds = value(client, "latency_predict_duration_seconds_count", route="strict")
         assert seconds == 1.0

@@ -16,13 +16,15 @@ from shared.artifact import MANIFEST, bundle_dir_for, publish_pointer
 from shared.settings import ModelType, ObjectiveType
 from tests.apps import app_of
 from tests.conftest import publish_trained_bundle
+from tests.polling import eventually
 from tests.prediction_server.helpers import (
+    WAIT_S,
     epp_rows,
     metric_value,
     running_app,
     served_version,
     strict,
-    wait_for,
+    wait_serving,
 )
 
 ROWS = epp_rows(16, seed=40)
@@ -63,7 +65,7 @@ def test_new_bundle_is_swapped_in(model_dir: Path, how: str) -> None:
             assert reloaded["model_version"] == V2 and reloaded["is_ready"] is True
             assert reloaded["last_load_time"].endswith("Z")
         else:
-            wait_for(lambda: served_version(client) == V2)
+            wait_serving(client, V2)
         status = client.get("/status").json()
         after = strict(client, ROWS)["predictions"]
         reloads = metric_value(client, "latency_model_reloads_total")
@@ -107,7 +109,11 @@ def test_corrupt_newer_bundle_is_refused(model_dir: Path, tmp_path: Path) -> Non
         before = ttfts(client)
         stage_corrupt_bundle(model_dir, tmp_path, V2)
         reloaded = client.post("/reload").json()
-        wait_for(lambda: V2 in client.get("/status").json()["refused_versions"])
+        eventually(
+            lambda: V2 in client.get("/status").json()["refused_versions"],
+            WAIT_S,
+            "the corrupt bundle refused",
+        )
         client.post("/reload")  # refused once, not retried
         status = client.get("/status").json()
         after = ttfts(client)

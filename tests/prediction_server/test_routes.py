@@ -18,13 +18,14 @@ from shared.predictor import load_current_bundle
 from shared.settings import ModelType, ObjectiveType
 from shared.targets import Target
 from tests.conftest import publish_trained_bundle
+from tests.polling import eventually
 from tests.prediction_server.helpers import (
+    WAIT_S,
     epp_rows,
     metric_value,
     running_app,
     served_version,
     strict,
-    wait_for,
 )
 
 PREDICTION_FIELDS = {
@@ -304,7 +305,11 @@ def test_status_says_no_queue_gated_ensemble_is_served(model_dir: Path) -> None:
     with running_app(model_dir) as client:
         cold = client.get("/status").json()
         publish_trained_bundle(model_dir, seed=6)
-        wait_for(lambda: not client.get("/status").json()["cold_start"])
+        eventually(
+            lambda: not client.get("/status").json()["cold_start"],
+            WAIT_S,
+            "the trained bundle served",
+        )
         trained = client.get("/status").json()
     assert cold["ensemble_active"] is False and trained["ensemble_active"] is False
 

@@ -10,7 +10,6 @@ import json
 import math
 import random
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
@@ -27,7 +26,14 @@ from shared.live_calibration import LiveCalibration, TargetLiveCalibration
 from shared.targets import Target
 from tests.conftest import publish_trained_bundle
 from tests.factories import make_tar
-from tests.prediction_server.helpers import metric_value, running_app, served_version, wait_for
+from tests.polling import eventually
+from tests.prediction_server.helpers import (
+    WAIT_S,
+    metric_value,
+    running_app,
+    served_version,
+    wait_serving,
+)
 
 V1 = "20260401T000000.000000Z"
 V2 = "20260402T000000.000000Z"
@@ -39,6 +45,7 @@ class FakeTrainer:
         self.version: str | None = None
         self.archive = b""
         self.exports = 0
+        self.infos = 0  # GET /model/download/info: one per sync poll
         self.calibration: bytes | None = None  # /calibration; None answers 404
 
     def offer(self, version: str, archive: bytes) -> None:
@@ -53,6 +60,7 @@ def trainer() -> Iterator[tuple[FakeTrainer, str]]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path == "/model/download/info":
+                state.infos += 1
                 body, kind = json.dumps({"model_version": state.version}).encode(), "json"
             elif self.path == "/model/export" and state.version:
                 state.exports += 1
@@ -123,7 +131,7 @@ def test_bundles_are_mirrored_from_the_trainer(
     with sync_app(model_dir, url) as client:
         assert served_version(client) == "cold-start-prior"
         state.offer(V1, trained_archive(tmp_path, V1, seed=1))
-        wait_for(lambda: served_version(client) == V1)
+        wait_serving(client, V1)
         first = client.post(
             "/predict/bulk/strict",
             json={
@@ -140,7 +148,7 @@ def test_bundles_are_mirrored_from_the_trainer(
             },
         ).json()["predictions"][0]
         state.offer(V2, trained_archive(tmp_path, V2, seed=2))
-        wait_for(lambda: served_version(client) == V2)
+        wait_serving(client, V2)
         status = client.get("/status").json()
     assert first["model_version"] == V1 and first["ttft_ms"] > 0
     assert status["training_server_url"] == url
@@ -155,17 +163,25 @@ def test_tampered_archive_is_refused_and_sync_goes_on(
     state, url = trainer
     state.offer(V1, trained_archive(tmp_path, V1, seed=1))
     with sync_app(model_dir, url) as client:
-        wait_for(lambda: served_version(client) == V1)
+        wait_serving(client, V1)
         state.offer(V2, tampered_archive(tmp_path, V2))
-        wait_for(lambda: (metric_value(client, "latency_model_refused_total") or 0) >= 1)
+        eventually(
+            lambda: (metric_value(client, "latency_model_refused_total") or 0) >= 1,
+            WAIT_S,
+            "the tampered archive refused",
+        )
         assert served_version(client) == V1
         assert not bundle_dir_for(model_dir, V2).exists()
         assert V2 in client.get("/status").json()["refused_versions"]
-        exports = state.exports
-        time.sleep(0.3)  # several polls: a refused version is not downloaded again
-        assert state.exports == exports
+        exports, infos = state.exports, state.infos
+
+        def polled_without_downloading() -> bool:
+            assert state.exports == exports  # a refused version is not downloaded again
+            return state.infos >= infos + 5
+
+        eventually(polled_without_downloading, WAIT_S, "five more polls of the trainer")
         state.offer(V3, trained_archive(tmp_path, V3, seed=3))
-        wait_for(lambda: served_version(client) == V3)
+        wait_serving(client, V3)
 
 
 def test_watcher_survives_an_archive_with_a_broken_stream(
@@ -175,11 +191,12 @@ def test_watcher_survives_an_archive_with_a_broken_stream(
     state, url = trainer
     state.offer(V1, trained_archive(tmp_path, V1, seed=1))
     with sync_app(model_dir, url) as client:
-        wait_for(lambda: served_version(client) == V1)
+        wait_serving(client, V1)
         state.offer(V2, corrupt_stream_archive())
-        wait_for(lambda: state.exports >= 2)  # V1 once, then the broken V2
+        # V1 once, then the broken V2
+        eventually(lambda: state.exports >= 2, WAIT_S, "the broken archive downloaded")
         state.offer(V3, trained_archive(tmp_path, V3, seed=3))
-        wait_for(lambda: served_version(client) == V3, timeout=5.0)
+        wait_serving(client, V3, 5.0)
 
 
 def test_live_calibration_is_mirrored_and_applied(
@@ -201,15 +218,31 @@ def test_live_calibration_is_mirrored_and_applied(
         return body
 
     with sync_app(model_dir, url) as client:
-        wait_for(lambda: served_version(client) == V1)
+        wait_serving(client, V1)
         plain = answer(client)
         state.calibration = live_calibration_json(ttft=0.5, tpot=-0.25)
-        wait_for(lambda: (model_dir / "calibration.json").is_file())
-        wait_for(lambda: answer(client)["ttft_ms"] != plain["ttft_ms"])
+        eventually(
+            lambda: (model_dir / "calibration.json").is_file(),
+            WAIT_S,
+            "the trainer's calibration mirrored",
+        )
+        eventually(
+            lambda: answer(client)["ttft_ms"] != plain["ttft_ms"],
+            WAIT_S,
+            "answers corrected by the live calibration",
+        )
         corrected = answer(client)
         state.calibration = None  # the trainer stopped publishing one: back to the bundle's
-        wait_for(lambda: not (model_dir / "calibration.json").exists())
-        wait_for(lambda: answer(client)["ttft_ms"] == plain["ttft_ms"])
+        eventually(
+            lambda: not (model_dir / "calibration.json").exists(),
+            WAIT_S,
+            "the mirrored calibration removed",
+        )
+        eventually(
+            lambda: answer(client)["ttft_ms"] == plain["ttft_ms"],
+            WAIT_S,
+            "the bundle's own answers back",
+        )
     assert corrected["ttft_ms"] == pytest.approx(plain["ttft_ms"] * math.exp(0.5), rel=1e-6)
     assert corrected["tpot_ms"] == pytest.approx(plain["tpot_ms"] * math.exp(-0.25), rel=1e-6)
     assert corrected["model_version"] == V1

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from shared.artifact import read_current_version
 from shared.predictor import LoadedBundle
 from shared.schemas import TrainingEntry
 from tests.conftest import PG_URL, training_settings
+from tests.polling import eventually
 from tests.slots import RecordingSlot
 from tests.training_server.conftest import OpenClient, ingest
 from training_server.db import make_engine
@@ -91,10 +91,8 @@ def test_postgres_holder_whose_connection_closes_frees_the_lock(
     assert dbapi_connection is not None  # a live connection: the lock was just taken on it
     # As when the holder process dies: its socket closes, with no unlock and no goodbye.
     dbapi_connection.close()
-    deadline = time.monotonic() + 10
-    while session_alive(pid) and time.monotonic() < deadline:  # the server ends it async
-        time.sleep(0.05)
-    assert not session_alive(pid)
+    # The server ends the session asynchronously.
+    eventually(lambda: not session_alive(pid), 10, f"the end of backend {pid}'s session")
     assert b.try_acquire()
     # The old holder notices on its next try, reconnects, and finds itself a follower.
     assert not a.try_acquire()
@@ -242,7 +240,7 @@ def test_only_the_leader_retrains_and_the_follower_takes_over(
         assert b.run_once() == "follower" and not b.is_leader
         # The follower serves what the leader published, without retraining.
         assert [x.version for x in b_published] == [x.version for x in a_published]
-        assert b.state.last_success is not None and b.state.last_success["trainer"] == "a"
+        assert b.state.last_success is not None and b.state.last_success.trainer == "a"
         assert b_metrics.registry.get_sample_value("latency_trainer_is_leader") == 0
         assert a_metrics.registry.get_sample_value("latency_trainer_is_leader") == 1
         assert (
@@ -264,8 +262,8 @@ def test_only_the_leader_retrains_and_the_follower_takes_over(
         assert b.run_once() == "ok"
         assert a.run_once() == "follower"
         rows = store.list_retrains()
-        assert [r["trainer"] for r in rows] == ["b", "a", "a"]
-        assert rows[0]["version"] == read_current_version(model_dir) == b_published[-1].version
+        assert [r.trainer for r in rows] == ["b", "a", "a"]
+        assert rows[0].version == read_current_version(model_dir) == b_published[-1].version
     finally:
         a.stop()
         b.stop()
@@ -283,7 +281,7 @@ def test_a_new_leader_retrains_samples_the_old_one_never_saw(
         add(store, 20, seed=5)  # accepted (by either replica) after a's last retrain
         a.stop()
         assert b.run_once() == "ok"
-        assert store.list_retrains()[0]["max_sample_id"] == store.max_sample_id()
+        assert store.list_retrains()[0].max_sample_id == store.max_sample_id()
     finally:
         a.stop()
         b.stop()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -17,6 +16,7 @@ from starlette.types import ASGIApp
 from devkit.synthetic import synthetic_rows
 from shared.web.limits import RequestLimits
 from tests.apps import app_of
+from tests.polling import eventually
 from tests.training_server.conftest import OpenClient
 
 
@@ -88,10 +88,12 @@ def test_ingestion_past_its_concurrency_is_shed_and_the_first_call_lands(
     writer.start()
     try:
         limits = middleware(client)
-        deadline = time.monotonic() + 10
-        while limits.in_progress["/add_training_data_bulk"] < 1:  # the first holds the slot
-            assert time.monotonic() < deadline, "the first ingestion never started"
-            time.sleep(0.02)
+        eventually(  # the first holds the slot
+            lambda: limits.in_progress["/add_training_data_bulk"] >= 1,
+            10,
+            "the first ingestion started",
+            interval=0.02,
+        )
         shed = client.post("/add_training_data_bulk", json={"entries": synthetic_rows(2)})
         assert shed.status_code == 429, shed.text
         assert shed.headers["retry-after"] == "1"

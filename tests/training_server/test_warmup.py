@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,6 +9,7 @@ import pytest
 from devkit.synthetic import synthetic_rows
 from shared.schemas import TrainingEntry
 from tests.conftest import training_settings
+from tests.polling import eventually
 from tests.slots import RecordingSlot
 from training_server.metrics import TrainingMetrics
 from training_server.retrain.loop import Retrainer
@@ -83,21 +82,11 @@ def test_the_retrain_loop_trains_early_on_a_real_store(
     retrainer.start()
     try:
         store.add_samples([TrainingEntry.model_validate(r) for r in synthetic_rows(30, seed=1)])
-        first = wait_for(lambda: len(store.list_retrains()) >= 1)
+        eventually(lambda: len(store.list_retrains()) >= 1, 15, "the first retrain, early")
         store.add_samples([TrainingEntry.model_validate(r) for r in synthetic_rows(40, seed=2)])
-        second = wait_for(lambda: len(store.list_retrains()) >= 2)
+        eventually(lambda: len(store.list_retrains()) >= 2, 15, "a retrain once rows doubled")
     finally:
         retrainer.stop()
-    assert first and second
     rows = store.list_retrains()
-    assert [r["status"] for r in rows] == ["ok", "ok"]
-    assert [r["max_sample_id"] for r in rows] == [70, 30]
-
-
-def wait_for(condition: Callable[[], bool], seconds: float = 15.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return False
+    assert [r.status for r in rows] == ["ok", "ok"]
+    assert [r.max_sample_id for r in rows] == [70, 30]
