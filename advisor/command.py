@@ -8,8 +8,10 @@ simulator's pod model against the rows, rebuilds a workload of the same shape fo
 of --pods pods and serves it under the heuristics, the predictor policies (our real
 servers in the loop) and the oracle, then prints one screen: the figures per policy with
 the seeds' range, the verdict (enable / little-gain / not-enough-data) with its confidence,
-the expected change, the reason and the sidecars' cost. Exit 0 with an answer (also
-not-enough-data), 1 when the store cannot be read or a server fails, 2 on a usage error.
+the expected change, the reason and the sidecars' cost. --json pointed at the trainer's
+advice file (LATENCY_ADVICE_FILE) puts the answer on its dashboard (GET /advice). Exit 0
+with an answer (also not-enough-data), 1 when the store cannot be read or a server fails,
+2 on a usage error.
 """
 
 from __future__ import annotations
@@ -45,7 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slo-ttft-ms", type=float, help="TTFT SLO per request (none)")
     parser.add_argument("--slo-tpot-ms", type=float, help="TPOT SLO per request (none)")
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (0,1,2)")
-    parser.add_argument("--json", metavar="OUT", help="write every figure as JSON")
+    parser.add_argument(
+        "--json",
+        metavar="OUT",
+        help="write every figure as JSON, atomically (the trainer's LATENCY_ADVICE_FILE, "
+        "advice.json in its model directory by default: its dashboard shows it)",
+    )
     parser.add_argument("--plots", metavar="DIR", help="write ttft_cdf.png and traffic.png")
     parser.add_argument("--policies", default=DEFAULT_POLICIES, help=f"({DEFAULT_POLICIES})")
     parser.add_argument("--hardware", default="h200", help="the simulated pod class (h200)")

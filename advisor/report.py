@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
+import os
+import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -235,8 +238,37 @@ def document(a: Advice) -> dict[str, Any]:
     }
 
 
-def write_json(path: Path, a: Advice) -> None:
+def _finite(value: Any) -> Any:
+    """`value` with NaN and infinities as null: JSON has no such numbers."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def write_document(path: Path, doc: dict[str, Any]) -> None:
+    """Replace `path` with `doc` as JSON atomically: written to a temporary file of its own
+    in the same folder, flushed to disk, then renamed over `path`. A reader (the trainer's
+    GET /advice) sees the previous answer or this one whole, never half a file; on a
+    failure `path` is left as it was and the temporary file is removed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_suffix(path.suffix + ".tmp")
-    temp.write_text(json.dumps(document(a), indent=2) + "\n", encoding="utf-8")
-    temp.replace(path)
+    data = (json.dumps(_finite(doc), indent=2, allow_nan=False) + "\n").encode()
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    # 0o666 less the umask, as a plain write: the trainer may run as another user.
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, a: Advice) -> None:
+    write_document(path, document(a))

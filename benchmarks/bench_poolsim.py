@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.bench_poolsim capacity [--seconds 120]
     .venv/bin/python -m benchmarks.bench_poolsim compare [--workloads chat,prefix,mixed,ramp]
         [--seeds 0,1,2] [--pods 8] [--duration 600] [--policies ...] [--out DIR] [--jobs 1]
-        [--hardware h200|b200] [--speedup S]
+        [--hardware h200|b200|h200:4,b200:4] [--speedup S]
 
 `capacity`: one pod (h200) fed each workload's request mix at a rate it cannot keep up
 with; the completions per second it sustains are its saturation throughput (the figure
@@ -14,7 +14,8 @@ default benchmarks/results/poolsim), then per workload a Markdown table of each 
 mean over the seeds (and the min-max of TTFT p90 and SLO attainment across seeds), with
 the wall time per run; for `predicted-latency` (our servers, started by each run) the
 served p90s' coverage and pinball and its warm-up, per TTFT SLO class where a workload
-has several, and the goal check (benchmarks/poolsim_goals.py). Timing figures
+has several, per hardware class for a mixed pool (`--hardware h200:4,b200:4`: --pods is
+then the counts' sum), and the goal check (benchmarks/poolsim_goals.py). Timing figures
 depend on the machine's load: `uptime` is printed.
 """
 
@@ -32,9 +33,15 @@ from pathlib import Path
 
 from benchmarks.common import say
 from benchmarks.poolsim_goals import goal_check, summary_table
-from benchmarks.poolsim_tables import Doc, served_table, slo_class_table, table
+from benchmarks.poolsim_tables import (
+    Doc,
+    pod_class_table,
+    served_table,
+    slo_class_table,
+    table,
+)
 from poolsim.engine import Engine
-from poolsim.hardware import H200
+from poolsim.hardware import H200, HardwareSpecError, parse_hardware
 from poolsim.policies import make_policy
 from poolsim.workloads import RATE_PER_POD, WORKLOADS, generate
 
@@ -131,6 +138,11 @@ def compare(args: argparse.Namespace) -> None:
         for title, part in (
             ("Served p90s of the predicted policy, warm-up, holds", served_table(docs)),
             ("By TTFT SLO class (means over the seeds)", slo_class_table(docs)),
+            (
+                "By hardware class: TTFT p90 ms / SLO met / share / served TTFT coverage "
+                "(means over the seeds)",
+                pod_class_table(docs),
+            ),
             ("Goal check (means over the seeds)", goal_check(docs)),
         ):
             if part:
@@ -150,17 +162,26 @@ def main() -> None:
     cmp_ = sub.add_parser("compare")
     cmp_.add_argument("--workloads", default=",".join(WORKLOADS))
     cmp_.add_argument("--seeds", default="0,1,2")
-    cmp_.add_argument("--pods", type=int, default=8)
+    cmp_.add_argument("--pods", type=int, help="8; with --hardware counts, their sum")
     cmp_.add_argument("--duration", type=float, default=600.0)
     cmp_.add_argument("--policies", default=POLICIES)
     cmp_.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "poolsim"))
     cmp_.add_argument("--jobs", type=int, default=1, help="simulations at once")
-    cmp_.add_argument("--hardware", default="h200", help="h200 (calibrated) or b200")
+    cmp_.add_argument(
+        "--hardware",
+        default="h200",
+        help="h200 (calibrated), b200, or a mixed pool such as h200:4,b200:4",
+    )
     cmp_.add_argument(
         "--speedup", type=float, help="for predicted-latency (default: the command's)"
     )
     cmp_.add_argument("--table-only", action="store_true", help="tables from existing JSON")
     args = parser.parse_args()
+    if args.mode == "compare":
+        try:
+            args.pods = len(parse_hardware(args.hardware, args.pods))
+        except HardwareSpecError as exc:
+            parser.error(str(exc))
     started = time.perf_counter()
     if args.mode == "capacity":
         capacity(args.seconds)

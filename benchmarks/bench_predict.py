@@ -154,7 +154,7 @@ def naive_call(bundle: LoadedBundle, body: bytes) -> float:
     import pandas as pd
     import xgboost as xgb
 
-    from shared.features import FEATURES
+    from shared.features import FEATURES, LABEL_FIELDS, code_column
 
     boosters: dict[Target, xgb.Booster] = {}
     for t in TARGETS:
@@ -165,7 +165,8 @@ def naive_call(bundle: LoadedBundle, body: bytes) -> float:
     def handle() -> bytes:
         rows = [PredictionRequest(**r) for r in json.loads(body)["requests"]]
         frame = pd.DataFrame([r.model_dump() for r in rows])
-        frame["pod_type_code"] = [0.0] * len(frame)
+        for label in LABEL_FIELDS:  # the rows carry no label: every code is 0
+            frame[code_column(label)] = [0.0] * len(frame)
         out = {}
         for t in TARGETS:
             names = bundle.features[t]
@@ -175,7 +176,7 @@ def naive_call(bundle: LoadedBundle, body: bytes) -> float:
                         {
                             c: frame[c].to_numpy(dtype=float)
                             for c in frame.columns
-                            if c != "pod_type"
+                            if c not in LABEL_FIELDS
                         }
                     )
                     for n in names

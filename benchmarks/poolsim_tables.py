@@ -119,3 +119,27 @@ def slo_class_table(docs: list[Doc]) -> str | None:
         ]
         lines.append(f"| {policy} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def pod_class_table(docs: list[Doc]) -> str | None:
+    """Per policy and hardware class of a mixed pool (`--hardware h200:4,b200:4`): TTFT p90,
+    SLO attainment, share of the requests and the served TTFT p90s' coverage (predicted
+    policies), means over the seeds; None for a pool of one class."""
+    first = docs[0]["policies"]
+    classes = list(next(iter(first.values())).get("by_pod_class", {}))
+    if len(classes) < 2:
+        return None
+    head = " | ".join(f"{c}: TTFT p90 / SLO met / share / served cov" for c in classes)
+    lines = [f"| policy | {head} |", "|---|" + "---|" * len(classes)]
+    for policy in first:
+        cells = []
+        for c in classes:
+            cov = mean(docs, policy, "by_pod_class", c, "served_ttft_coverage")
+            cells.append(
+                f"{_ms(mean(docs, policy, 'by_pod_class', c, 'ttft_ms', 'p90'))} / "
+                f"{mean(docs, policy, 'by_pod_class', c, 'slo_attainment'):.1%} / "
+                f"{mean(docs, policy, 'by_pod_class', c, 'share'):.1%} / "
+                + ("-" if cov != cov else f"{cov:.3f}")
+            )
+        lines.append(f"| {policy} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

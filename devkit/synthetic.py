@@ -83,16 +83,18 @@ def publish_trained_bundle(
     seed: int = 0,
     version: str | None = None,
     legacy_ms: bool = False,
+    without_features: tuple[str, ...] = (),
 ) -> Manifest:
     """Fit real models on synthetic rows and publish them as one bundle, each target in the
-    space the trainer uses (or in plain ms, as bundles from before shared.target_space)."""
+    space the trainer uses (or in plain ms, as bundles from before shared.target_space);
+    `without_features` leaves features out, as bundles from before they existed."""
     backend = backend_for(model_type)
     params = FitParams(objective=objective, quantile=0.9, n_estimators=20, max_depth=4)
     data = synthetic_rows(rows, seed=seed)
     models, entries = {}, {}
     for target in TARGETS:
         measured = [r for r in data if r[target.actual_field] > 0]
-        names = feature_names(target)
+        names = tuple(n for n in feature_names(target) if n not in without_features)
         columns = columns_from_dicts(measured)
         space = TargetSpace.MS if legacy_ms else space_for(target)
         y = to_label(space, columns, np.array([r[target.actual_field] for r in measured]))

@@ -73,6 +73,8 @@ def _field_help(name: str, kind: type) -> str:
         text = f">= {low}"
     elif name == "pod_type":
         text = "'' (monolithic), prefill, decode or any role label"
+    elif name == "pod_class":
+        text = "the pod's hardware class (h200, b200, ...; ours), '' for none"
     else:
         text = kind.__name__
     return f"{text}; {'required' if info.is_required() else f'default {info.default!r}'}"

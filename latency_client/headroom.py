@@ -31,8 +31,9 @@ class Candidate(NamedTuple):
 
 def prediction_row(request: RequestInfo, pod: PodState) -> dict[str, object]:
     """The features llm-d sends for one candidate; generated tokens and decode tokens in
-    flight are its prediction-time constants (1 and 0)."""
-    return {
+    flight are its prediction-time constants (1 and 0). Our `pod_class` is added only when
+    the pod has one: without it the row is byte for byte the one llm-d sends."""
+    row: dict[str, object] = {
         "kv_cache_percentage": pod.kv_cache_percentage,
         "input_token_length": request.input_token_length,
         "num_request_waiting": pod.num_request_waiting,
@@ -45,6 +46,9 @@ def prediction_row(request: RequestInfo, pod: PodState) -> dict[str, object]:
         "encoder_matched_size": pod.encoder_matched_size,
         "encoder_input_size": request.encoder_input_size,
     }
+    if pod.pod_class:
+        row["pod_class"] = pod.pod_class
+    return row
 
 
 def prediction_rows(request: RequestInfo, pods: Sequence[PodState]) -> list[dict[str, object]]:

@@ -27,7 +27,9 @@ class PodState:
     has sent there and not seen finish (llm-d sends them as num_request_running and
     prefill_tokens_in_flight); `kv_cache_percentage` and `num_request_waiting` are scraped
     from the pod; `running_tpot_slos_ms` are the TPOT SLOs of the requests running there,
-    which lower the TPOT budget a new request gets on that pod."""
+    which lower the TPOT budget a new request gets on that pod. `pod_class` is the pod's
+    hardware class ("h200", "b200"; ours, not llm-d's): sent in its prediction and training
+    rows when set, and left out of them when "" (the rows llm-d's EPP sends)."""
 
     name: str
     kv_cache_percentage: float = 0.0
@@ -38,6 +40,7 @@ class PodState:
     pod_type: str = ""
     encoder_matched_size: int = 0
     running_tpot_slos_ms: tuple[float, ...] = ()
+    pod_class: str = ""
 
 
 @dataclass(frozen=True, slots=True)

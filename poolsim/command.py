@@ -2,7 +2,7 @@
 
     latency-predictor simulate --workload chat|prefix|mixed|ramp|FILE.jsonl [--pods 8]
         [--duration 600] [--policies random,round-robin,least-requests,heuristic,oracle]
-        [--seed 0] [--hardware h200|b200] [--json OUT] [--plots DIR] [--speedup 5]
+        [--seed 0] [--hardware h200|b200|h200:4,b200:4] [--json OUT] [--plots DIR] [--speedup 5]
         [--training-url URL --prediction-url URL[,URL...]] [--prediction-servers 1]
         [--max-model-age 12] [--no-regret]
 
@@ -11,6 +11,13 @@ decision regret (the chosen pod's look-ahead TTFT minus the least any pod would 
 given, poolsim.regret) unless --no-regret skips those look-aheads. Prints a Markdown table;
 --json writes every figure, --plots the TTFT CDF, per-pod share (overall and per minute)
 and regret-per-minute PNGs (matplotlib).
+
+--hardware: one class (`h200`: every pod of it, --pods of them, 8 by default) or a mixed pool
+`h200:4,b200:4` (that many pods of each class, in that order; --pods then defaults to the
+counts' sum and, when given, must equal it). In a mixed pool `predicted-latency` and
+`latency-first` send each pod's class as our `pod_class` field (docs/api.md 2.1), their
+`-noclass` variants send none (as llm-d's EPP), and the report adds a table per class
+(JSON: `policies[NAME]["by_pod_class"][CLASS]`, present for every pool).
 Exit 0 on success, 1 when a workload file cannot be used, 2 on a usage error.
 """
 
@@ -25,7 +32,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from poolsim.hardware import HARDWARE, hardware
+from poolsim.hardware import (
+    HARDWARE_SPEC_HELP,
+    Hardware,
+    HardwareSpecError,
+    parse_hardware,
+    pool_label,
+)
 from poolsim.policies import FACTORIES, check_name, make_policy
 from poolsim.policy_api import PolicyOptions
 from poolsim.replay import ReplayError, load_replay
@@ -47,7 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workload", required=True, help=f"{', '.join(WORKLOADS)}, or a JSONL file to replay"
     )
-    parser.add_argument("--pods", type=int, default=8, help="pods in the pool (8)")
+    parser.add_argument(
+        "--pods",
+        type=int,
+        default=None,
+        help="pods in the pool (8; with --hardware counts, their sum)",
+    )
     parser.add_argument(
         "--duration",
         type=float,
@@ -61,7 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "picker with knobs: predicted-latency:least|most:tau=0.99+0.8|0.8|0.6:noslo",
     )
     parser.add_argument("--seed", type=int, default=0, help="workload and policy seed (0)")
-    parser.add_argument("--hardware", default="h200", choices=sorted(HARDWARE))
+    parser.add_argument("--hardware", default="h200", help=f"{HARDWARE_SPEC_HELP} (h200)")
     parser.add_argument("--json", metavar="OUT", help="write every figure as JSON")
     parser.add_argument(
         "--plots",
@@ -139,7 +157,19 @@ def _requests(args: argparse.Namespace) -> list[Request]:
     return kept
 
 
+def resolve_pool(args: argparse.Namespace) -> list[Hardware]:
+    """Each pod's class from --hardware and --pods (poolsim.hardware.parse_hardware); sets
+    args.pods to the pool's size. UsageProblem when they do not name a pool."""
+    try:
+        pool = parse_hardware(args.hardware, args.pods)
+    except HardwareSpecError as exc:
+        raise UsageProblem(str(exc)) from None
+    args.pods = len(pool)
+    return pool
+
+
 def _check(args: argparse.Namespace) -> list[str]:
+    args.pool = resolve_pool(args)
     names = [name.strip() for name in args.policies.split(",") if name.strip()]
     if not names:
         raise UsageProblem(f"--policies: none given; known: {', '.join(FACTORIES)}")
@@ -174,7 +204,7 @@ def _run_one(name: str, requests: list[Request], args: argparse.Namespace) -> Ru
     engine = Engine(
         requests,
         args.pods,
-        hardware(args.hardware),
+        args.pool,
         policy,
         speedup=speedup,
         progress=bar,
@@ -248,7 +278,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     _out(
         f"workload {args.workload}: {len(requests)} requests over {args.duration:g} s, "
-        f"{args.pods} pods ({args.hardware}), seed {args.seed}; policies without a real "
+        f"{args.pods} pods ({pool_label(args.pool)}), seed {args.seed}; policies without a real "
         f"predictor run as fast as possible, those with one at x{args.speedup:g} "
         f"(the predictor's retrain interval divided by it)"
     )
@@ -298,13 +328,17 @@ def _report(
     paced: list[str],
     wall: float,
 ) -> None:
-    from poolsim.report import markdown_table, served_table, write_plots
+    from poolsim.report import markdown_table, pod_class_table, served_table, write_plots
 
     _out(markdown_table(results))
     served = served_table(results)
     if served:
         _out("\nServed p90s of the predicted policies (coverage and pinball, q = 0.9):\n")
         _out(served)
+    per_class = pod_class_table(results)
+    if per_class:
+        _out(f"\nPer hardware class ({pool_label(args.pool)}):\n")
+        _out(per_class)
     if args.plots:
         for path in write_plots(ttfts, results, Path(args.plots), str(args.workload)):
             _out(f"plot: {path}")
@@ -326,7 +360,8 @@ def _write_json(
         "pods": args.pods,
         "duration_s": args.duration,
         "seed": args.seed,
-        "hardware": args.hardware,
+        "hardware": pool_label(args.pool),
+        "pod_classes": [hw.name for hw in args.pool],
         "requests": requests,
         "speedup": args.speedup,
         "paced_policies": paced,

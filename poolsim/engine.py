@@ -49,7 +49,7 @@ class Engine:
         self,
         requests: Sequence[Request],
         pods: int,
-        hw: Hardware,
+        hw: Hardware | Sequence[Hardware],
         policy: Policy,
         *,
         speedup: float | None = None,
@@ -57,15 +57,22 @@ class Engine:
         progress: Progress | None = None,
         regret: bool = True,
     ) -> None:
+        """`hw`: one class for every pod, or each pod's class in pod order (a mixed pool,
+        poolsim.hardware.parse_hardware)."""
         if pods < 1:
             raise ValueError("pods must be at least 1")
         if speedup is not None and speedup <= 0:
             raise ValueError("speedup must be positive")
+        classes = [hw] * pods if isinstance(hw, Hardware) else list(hw)
+        if len(classes) != pods:
+            raise ValueError(f"{len(classes)} hardware classes for {pods} pods")
+        distinct = list({c.name: c for c in classes}.values())
         for request in requests:
-            _check_fits(request, hw)
+            for one in distinct:
+                _check_fits(request, one)
         self.requests = sorted(requests, key=lambda r: (r.arrival_s, r.id))
-        self.pods = [Pod(index, hw) for index in range(pods)]
-        self.hw, self.policy, self.speedup, self.progress = hw, policy, speedup, progress
+        self.pods = [Pod(index, classes[index]) for index in range(pods)]
+        self.hw, self.policy, self.speedup, self.progress = classes[0], policy, speedup, progress
         last = self.requests[-1].arrival_s if self.requests else 0.0
         self.limit_s = drain_limit_s if drain_limit_s is not None else 3 * last + 600.0
         self._events: list[tuple[float, int]] = []
@@ -158,7 +165,7 @@ class Engine:
         request = seq.request
         first, finish = seq.first_token_s, seq.finish_s
         assert first is not None and finish is not None
-        overhead = self.hw.overhead_ms
+        overhead = self.pods[pod].hw.overhead_ms
         tpot = (
             (finish - first) * 1000.0 / (request.output_tokens - 1)
             if request.output_tokens > 1
@@ -208,7 +215,7 @@ def _check_fits(request: Request, hw: Hardware) -> None:
 def simulate(
     requests: Sequence[Request],
     pods: int,
-    hw: Hardware,
+    hw: Hardware | Sequence[Hardware],
     policy: Policy,
     **options: float | bool | Progress | None,
 ) -> RunResult:

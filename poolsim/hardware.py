@@ -17,6 +17,7 @@ ratios, not calibrated.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 
@@ -79,3 +80,79 @@ def hardware(name: str) -> Hardware:
         return HARDWARE[name]
     except KeyError:
         raise ValueError(f"unknown hardware class {name!r}; known: {', '.join(HARDWARE)}") from None
+
+
+class HardwareSpecError(ValueError):
+    """A `--hardware` value that names no pool (the message says why)."""
+
+
+HARDWARE_SPEC_HELP = (
+    "CLASS (every pod of that class) or CLASS:COUNT[,CLASS:COUNT...] (a mixed pool, the "
+    "pods in that order; --pods defaults to the counts' sum and must equal it when given)"
+)
+
+
+def parse_hardware(spec: str, pods: int | None, default_pods: int = 8) -> list[Hardware]:
+    """Each pod's class, in pod order, from a `--hardware` value and `--pods` (None: not
+    given). `h200` alone: all pods (`default_pods` of them without --pods) of that class.
+    `h200:4,b200:4`: that many of each, in that order; --pods, when given, must equal
+    the sum. HardwareSpecError naming the problem otherwise."""
+    parts = [part.strip() for part in spec.split(",")]
+    if not spec.strip() or not all(parts):
+        raise HardwareSpecError(f"--hardware {spec!r}: empty class; {HARDWARE_SPEC_HELP}")
+    if len(parts) == 1 and ":" not in parts[0]:
+        count = default_pods if pods is None else pods
+        if count < 1:
+            raise HardwareSpecError(f"--pods must be positive, not {count}")
+        return [_known(parts[0], spec)] * count
+    pool: list[Hardware] = []
+    seen: set[str] = set()
+    for part in parts:
+        name, colon, count_text = part.partition(":")
+        if not colon:
+            raise HardwareSpecError(
+                f"--hardware {spec!r}: {part!r} has no count; with several classes each "
+                f"needs one ({HARDWARE_SPEC_HELP})"
+            )
+        hw = _known(name.strip(), spec)
+        if hw.name in seen:
+            raise HardwareSpecError(f"--hardware {spec!r}: {hw.name} is listed twice")
+        seen.add(hw.name)
+        try:
+            count = int(count_text)
+        except ValueError:
+            count = 0
+        if count < 1:
+            raise HardwareSpecError(
+                f"--hardware {spec!r}: the count of {hw.name} must be a positive integer, "
+                f"not {count_text!r}"
+            )
+        pool += [hw] * count
+    if pods is not None and pods != len(pool):
+        raise HardwareSpecError(
+            f"--hardware {spec!r} has {len(pool)} pods but --pods is {pods}: leave --pods "
+            "out (it defaults to the counts' sum) or make them agree"
+        )
+    return pool
+
+
+def _known(name: str, spec: str) -> Hardware:
+    try:
+        return hardware(name)
+    except ValueError as exc:
+        raise HardwareSpecError(f"--hardware {spec!r}: {exc}") from None
+
+
+def pool_label(pool: Sequence[Hardware]) -> str:
+    """`h200` for a pool of one class, `h200:4,b200:4` for a mixed one (counts in order)."""
+    counts: dict[str, int] = {}
+    for hw in pool:
+        counts[hw.name] = counts.get(hw.name, 0) + 1
+    if len(counts) == 1:
+        return next(iter(counts))
+    return ",".join(f"{name}:{count}" for name, count in counts.items())
+
+
+def is_mixed(pool: Sequence[Hardware]) -> bool:
+    """More than one class in the pool."""
+    return len({hw.name for hw in pool}) > 1

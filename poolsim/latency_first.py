@@ -1,7 +1,8 @@
 """`latency-first`: our own picker (latency_client.latency_first) on our real predictor, in
 the same closed loop as `predicted-latency` (poolsim.predicted.PredictorPolicy): the same
 prediction rows, training rows back, served-p90 scores and model-age guard; only the pick
-differs. Its rules are in latency_client.latency_first."""
+differs. Its rules are in latency_client.latency_first. `latency-first-noclass` is the same
+without `pod_class` in its rows (see poolsim.predicted)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,18 @@ from poolsim.predicted import PredictorPolicy
 class LatencyFirstPolicy(PredictorPolicy):
     name = "latency-first"
 
-    def __init__(self, options: PolicyOptions, config: LatencyFirstConfig | None = None) -> None:
+    def __init__(
+        self,
+        options: PolicyOptions,
+        config: LatencyFirstConfig | None = None,
+        *,
+        pod_class: bool = True,
+        name: str = "latency-first",
+    ) -> None:
         super().__init__(options)
         self.picker = LatencyFirstPicker(config)
+        self.sends_pod_class = pod_class
+        self.name = name
 
     def decide(
         self, request: PickerRequest, pods: list[PodState], predictions: list[Prediction] | None

@@ -10,7 +10,7 @@ from typing import TypedDict
 import numpy as np
 
 from poolsim.engine import RunResult
-from poolsim.request import Completion
+from poolsim.request import Completion, Request
 
 
 class Percentiles(TypedDict):
@@ -23,6 +23,23 @@ class SloClass(TypedDict):
     requests: int
     ttft_p90_ms: float | None
     slo_attainment: float
+
+
+class TtftP50P90(TypedDict):
+    p50: float | None
+    p90: float | None
+
+
+class PodClassFigures(TypedDict):
+    """One hardware class of the pool (poolsim.hardware): the requests routed to its pods."""
+
+    pods: int
+    requests: int  # routed to its pods (completed or not)
+    share: float  # of all routed requests
+    ttft_ms: TtftP50P90  # of those completed
+    slo_attainment: float | None  # of those with an SLO (unfinished: missed)
+    # the predicted policies' served TTFT p90s for its pods: share covered (else None)
+    served_ttft_coverage: float | None
 
 
 class RegretMinute(TypedDict):
@@ -62,6 +79,7 @@ class PolicyMetrics(TypedDict):
     wall_s: float
     sim_s: float
     by_ttft_slo: dict[str, SloClass]  # requests grouped by their TTFT SLO ("none": without)
+    by_pod_class: dict[str, PodClassFigures]  # per hardware class, in pod order
     regret_ms: RegretFigures
     policy: dict[str, float]
 
@@ -113,6 +131,47 @@ def _slo_order(key: str) -> float:
 
 def _slo_key(slo_ttft_ms: float | None) -> str:
     return "none" if slo_ttft_ms is None else f"{slo_ttft_ms:g}"
+
+
+def _has_slo(request: Request) -> bool:
+    return request.slo_ttft_ms is not None or request.slo_tpot_ms is not None
+
+
+def by_pod_class(result: RunResult) -> dict[str, PodClassFigures]:
+    """Per hardware class (in order of its first pod): its pods, the requests routed there
+    and their share, TTFT p50/p90, SLO attainment (an unfinished request, still on a pod
+    at the end, is a miss), and the served TTFT coverage a predicted policy reports for
+    that class (`served_ttft_coverage@CLASS` in its summary; None for the others)."""
+    class_of = [pod.hw.name for pod in result.pods]
+    classes = list(dict.fromkeys(class_of))
+    routed = {name: 0 for name in classes}
+    for pod in result.pods:
+        routed[pod.hw.name] += pod.requests_in
+    total = sum(routed.values())
+    ttfts: dict[str, list[float]] = {name: [] for name in classes}
+    met: dict[str, list[bool]] = {name: [] for name in classes}
+    for done in result.completions:
+        name = class_of[done.pod]
+        ttfts[name].append(done.ttft_ms)
+        if _has_slo(done.request):
+            met[name].append(done.slo_met)
+    for pod in result.pods:  # unfinished: still queued or running where they were routed
+        for seq in (*pod.waiting, *pod.running):
+            if _has_slo(seq.request):
+                met[pod.hw.name].append(False)
+    out: dict[str, PodClassFigures] = {}
+    for name in classes:
+        p = percentiles(ttfts[name])
+        served = result.policy_summary.get(f"served_ttft_coverage@{name}")
+        out[name] = {
+            "pods": class_of.count(name),
+            "requests": routed[name],
+            "share": routed[name] / total if total else 0.0,
+            "ttft_ms": {"p50": p["p50"], "p90": p["p90"]},
+            "slo_attainment": sum(met[name]) / len(met[name]) if met[name] else None,
+            "served_ttft_coverage": served,
+        }
+    return out
 
 
 def hit_rates(result: RunResult) -> list[float | None]:
@@ -193,6 +252,7 @@ def summarize(result: RunResult) -> PolicyMetrics:
         "wall_s": result.wall_s,
         "sim_s": result.sim_end_s,
         "by_ttft_slo": by_ttft_slo(result),
+        "by_pod_class": by_pod_class(result),
         "regret_ms": regret_figures(result.regrets),
         "policy": result.policy_summary,
     }

@@ -233,4 +233,5 @@ class Pod:
             decode_tokens_in_flight=0,
             prefix_cache_score=self.prefix_score(request),
             uncached_tokens_in_flight=self.uncached_pending_tokens,
+            pod_class=self.hw.name,
         )

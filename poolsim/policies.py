@@ -15,7 +15,7 @@ uncached prompt tokens in flight, behind a prefix-affinity filter), `oracle`
 (poolsim.oracle), `predicted-latency` (poolsim.predicted: llm-d's picker on our real
 predictor; knob variants such as `predicted-latency:most:tau=0.8:noslo`, see
 poolsim.picker_knobs) and `latency-first` (poolsim.latency_first: our own picker on the same
-predictor).
+predictor), and their `-noclass` variants (no `pod_class` in the rows of a mixed pool).
 """
 
 from __future__ import annotations
@@ -116,6 +116,18 @@ def _latency_first(options: PolicyOptions) -> Policy:
     return LatencyFirstPolicy(options)
 
 
+def _predicted_noclass(options: PolicyOptions) -> Policy:
+    from poolsim.predicted import PredictedLatencyPolicy
+
+    return PredictedLatencyPolicy(options, name="predicted-latency-noclass", pod_class=False)
+
+
+def _latency_first_noclass(options: PolicyOptions) -> Policy:
+    from poolsim.latency_first import LatencyFirstPolicy
+
+    return LatencyFirstPolicy(options, name="latency-first-noclass", pod_class=False)
+
+
 def _predicted_variant(name: str, options: PolicyOptions) -> Policy:
     from poolsim.picker_knobs import parse
     from poolsim.predicted import PredictedLatencyPolicy
@@ -133,6 +145,10 @@ FACTORIES: dict[str, Callable[[PolicyOptions], Policy]] = {
     "token-load": _token_load,
     "predicted-latency": _predicted,
     "latency-first": _latency_first,
+    # the same without our pod_class in their rows (what llm-d's EPP sends) in a pool
+    # mixing hardware classes (poolsim.predicted)
+    "predicted-latency-noclass": _predicted_noclass,
+    "latency-first-noclass": _latency_first_noclass,
     "oracle": _oracle,
 }
 

@@ -40,12 +40,19 @@ class PodFeatures:
     # not a prediction feature: uncached prompt tokens the EPP dispatched here that have no
     # first token yet (its own count, read by token-load; never sent to a predictor)
     uncached_tokens_in_flight: int = 0
+    # the pod's hardware class (poolsim.hardware): sent only by policies that send classes
+    pod_class: str = ""
 
-    def row(self) -> dict[str, float | int | str]:
-        """The JSON row for /predict/bulk/strict (pod_type "": monolithic pods)."""
+    def row(self, pod_class: bool = False) -> dict[str, float | int | str]:
+        """The JSON row for /predict/bulk/strict (pod_type "": monolithic pods); with
+        `pod_class`, our `pod_class` field too (when the pod has one)."""
         fields = asdict(self)
         del fields["uncached_tokens_in_flight"]
-        return {**fields, "pod_type": ""}
+        del fields["pod_class"]
+        row: dict[str, float | int | str] = {**fields, "pod_type": ""}
+        if pod_class and self.pod_class:
+            row["pod_class"] = self.pod_class
+        return row
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +74,11 @@ class Observation:
     completion: Completion
     features: PodFeatures
 
-    def training_rows(self) -> list[dict[str, float | int | str]]:
+    def training_rows(self, pod_class: bool = False) -> list[dict[str, float | int | str]]:
         """The rows the EPP sends back (spec/picker.md 7): one measuring TTFT, and one
-        measuring TPOT when more than one token was generated."""
+        measuring TPOT when more than one token was generated (`pod_class`: as row())."""
         done = self.completion
-        base = self.features.row()
+        base = self.features.row(pod_class)
         rows: list[dict[str, float | int | str]] = [
             {**base, "actual_ttft_ms": done.ttft_ms, "actual_tpot_ms": 0.0}
         ]

@@ -13,6 +13,13 @@ completed request goes back to the trainer as the EPP sends it
 prediction comes (any `PredictionUnavailable`) the pick falls back to the picker's
 composite score, as llm-d does, and the fallback is counted.
 
+In a pool mixing hardware classes (`--hardware h200:4,b200:4`) every row carries our
+`pod_class` (the pod's class), so the models can tell the classes apart; the `-noclass`
+variants (`predicted-latency-noclass`, `latency-first-noclass`) send none, as llm-d's EPP
+does today. A pool of one class sends none either way (the rows llm-d sends). The served
+TTFT p90s are also scored per class of the chosen pod (summary keys
+`served_ttft_coverage@CLASS`, `served_ttft_rows@CLASS`; poolsim.metrics.by_pod_class).
+
 Simulated time stands still while a pick waits for a model that is more than
 `max_model_age_s` simulated seconds old (poolsim.model_age says why: a busy machine
 would otherwise make the retrain cadence depend on its load).
@@ -30,7 +37,8 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -47,10 +55,15 @@ from latency_client import (
 )
 from latency_client import RequestInfo as PickerRequest
 from latency_client.picker import pick
+from poolsim.hardware import is_mixed
 from poolsim.model_age import ModelAgeGuard
 from poolsim.policy_api import BasePolicy, Observation, PodFeatures, PolicyOptions, RequestInfo
 from poolsim.predictor_servers import LocalPredictor
-from poolsim.served import ServedScores
+from poolsim.request import Request
+from poolsim.served import ServedScores, TargetScore
+
+if TYPE_CHECKING:
+    from poolsim.pod import Pod
 
 DEADLINE_S = 5.0  # per pick, wall time (see the module docstring)
 ATTEMPT_TIMEOUT_S = 2.0
@@ -74,9 +87,13 @@ class PredictorPolicy(BasePolicy):
 
     name = "predictor"
     paced = True
+    sends_pod_class = True  # in a mixed pool; False: the -noclass variants
 
     def __init__(self, options: PolicyOptions) -> None:
         self.options = options
+        self.pod_classes: list[str] = []  # per pod, from attach()
+        self.with_class = False  # rows carry pod_class: a mixed pool and sends_pod_class
+        self.class_ttft: dict[str, TargetScore] = {}  # served TTFT p90s per chosen class
         self.use_slos = True  # False: the picker sees no SLO on any request
         self.rng = random.Random(options.seed)
         self.local: LocalPredictor | None = None
@@ -92,6 +109,10 @@ class PredictorPolicy(BasePolicy):
         self.client_stats: ClientStats | None = None
         self.completed = 0
         self.guard = ModelAgeGuard(options.speedup, options.max_model_age_s)
+
+    def attach(self, pods: Sequence[Pod], requests: Mapping[int, Request]) -> None:
+        self.pod_classes = [pod.hw.name for pod in pods]
+        self.with_class = self.sends_pod_class and is_mixed([pod.hw for pod in pods])
 
     async def start(self, speedup: float | None) -> None:
         speedup = speedup or self.options.speedup
@@ -110,7 +131,7 @@ class PredictorPolicy(BasePolicy):
         assert self.client is not None, "start() first"
         if not self.tpot_slos:
             self.tpot_slos = [Counter() for _ in pods]
-        rows = [pod.row() for pod in pods]
+        rows = [pod.row(self.with_class) for pod in pods]
         predictions = await self._ask(rows)
         if predictions:
             self.guard.seen(predictions[0].model_version, now_s)
@@ -158,6 +179,7 @@ class PredictorPolicy(BasePolicy):
             prefill_tokens_in_flight=pod.prefill_tokens_in_flight,
             prefix_cache_score=pod.prefix_cache_score,
             running_tpot_slos_ms=(min(slos),) if slos else (),  # only the tightest counts
+            pod_class=pod.pod_class if self.with_class else "",
         )
 
     def observe(self, observation: Observation) -> None:
@@ -177,9 +199,12 @@ class PredictorPolicy(BasePolicy):
             self.scores.completed(
                 acted.model_version, (acted.ttft_ms, acted.tpot_ms), done.ttft_ms, done.tpot_ms
             )
+            if pod < len(self.pod_classes):
+                score = self.class_ttft.setdefault(self.pod_classes[pod], TargetScore())
+                score.add(done.ttft_ms, acted.ttft_ms)
         assert self.client is not None
         if self.options.training_url is not None or self.local is not None:
-            for row in observation.training_rows():
+            for row in observation.training_rows(self.with_class):
                 self.client.record({**row, **predicted})
 
     async def close(self) -> None:
@@ -196,6 +221,10 @@ class PredictorPolicy(BasePolicy):
     def summary(self) -> dict[str, float]:
         out = self.scores.figures()
         out.update(self.guard.figures())
+        for pod_class, score in sorted(self.class_ttft.items()):
+            out[f"served_ttft_rows@{pod_class}"] = float(score.rows)
+            if score.rows:
+                out[f"served_ttft_coverage@{pod_class}"] = score.covered / score.rows
         out["fallbacks"] = float(self.fallbacks)
         out["timeouts"] = float(self.timeouts)
         out.update({f"rule_{rule}": float(count) for rule, count in sorted(self.rules.items())})
@@ -223,11 +252,14 @@ class PredictedLatencyPolicy(PredictorPolicy):
         config: PickerConfig | None = None,
         use_slos: bool = True,
         name: str = "predicted-latency",
+        *,
+        pod_class: bool = True,
     ) -> None:
         super().__init__(options)
         self.config = config or PickerConfig()
         self.use_slos = use_slos
         self.name = name
+        self.sends_pod_class = pod_class
 
     def decide(
         self, request: PickerRequest, pods: list[PodState], predictions: list[Prediction] | None

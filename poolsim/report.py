@@ -86,6 +86,27 @@ def served_table(results: Mapping[str, PolicyMetrics]) -> str | None:
     return "\n".join(lines)
 
 
+def pod_class_table(results: Mapping[str, PolicyMetrics]) -> str | None:
+    """Per policy and hardware class: TTFT p50 / p90, SLO attainment, share of the requests,
+    and the served TTFT p90s' coverage (predicted policies); None unless the pool mixes
+    classes."""
+    if not any(len(m.get("by_pod_class", {})) > 1 for m in results.values()):
+        return None
+    lines = [
+        "| policy | class (pods) | TTFT p50 / p90 ms | SLO met | share | served TTFT coverage |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, m in results.items():
+        for pod_class, f in m.get("by_pod_class", {}).items():
+            slo = "-" if f["slo_attainment"] is None else f"{f['slo_attainment']:.1%}"
+            ttft = f"{_ms(f['ttft_ms']['p50'])} / {_ms(f['ttft_ms']['p90'])}"
+            lines.append(
+                f"| {name} | {pod_class} ({f['pods']}) | {ttft} | {slo} | {f['share']:.1%} "
+                f"| {_share(f['served_ttft_coverage'])} |"
+            )
+    return "\n".join(lines)
+
+
 def matplotlib_available() -> bool:
     try:
         import matplotlib  # noqa: F401

@@ -9,7 +9,7 @@ exact FastAPI-style error naming the field or accepts what lax parsing allows.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import chain
 from typing import Annotated, Any
 
@@ -17,7 +17,13 @@ import msgspec
 import numpy as np
 from pydantic import TypeAdapter
 
-from shared.features import NUMERIC_FIELDS, Columns, columns_from_dicts, pod_type_code
+from shared.features import (
+    LABEL_CODES,
+    NUMERIC_FIELDS,
+    Columns,
+    code_column,
+    columns_from_dicts,
+)
 from shared.schemas import COUNT_MAX, REQUEST_ROW, PredictionRequest, RowField, RowKind
 
 _ROWS = TypeAdapter(list[PredictionRequest])
@@ -29,7 +35,7 @@ class _Unusual(Exception):
 
 # Everything below is derived from the row PredictionRequest declares (shared.schemas):
 # the numeric fields, required ones first (the fast path reads those with r[name]), then
-# the labels. pod_type is the one label that is a feature.
+# the labels, each of which becomes its code column (shared.features.LABEL_CODES).
 _FIELDS = {f.name: f for f in REQUEST_ROW}
 _NAMES = tuple(sorted(NUMERIC_FIELDS, key=lambda n: not _FIELDS[n].required))
 _REQUIRED = tuple(n for n in _NAMES if _FIELDS[n].required)
@@ -78,9 +84,8 @@ def _fast_columns(rows: Sequence[Any]) -> Columns:
     if not all(v is None or isinstance(v, str) for v in chain.from_iterable(labels.values())):
         raise _Unusual
     columns: Columns = {name: table[:, i] for i, name in enumerate(_NAMES)}
-    columns["pod_type_code"] = np.fromiter(
-        (pod_type_code(p) for p in labels["pod_type"]), dtype=np.float64, count=len(rows)
-    )
+    for name in _LABELS:
+        columns[code_column(name)] = _label_codes(name, labels[name])
     return columns
 
 
@@ -120,7 +125,14 @@ _StrictRow = strict_row_type([*(_FIELDS[n] for n in _NAMES), *(_FIELDS[n] for n 
 _STRICT_BODY: msgspec.json.Decoder[Any] = msgspec.json.Decoder(
     msgspec.defstruct("StrictBody", [("requests", list[_StrictRow])])  # type: ignore[valid-type]
 )
-_POD_TYPE = len(_NAMES) + _LABELS.index("pod_type")
+# Per label: its code column, its code function, its column in the strict table.
+_CODES = tuple(
+    (code_column(name), LABEL_CODES[name], len(_NAMES) + i) for i, name in enumerate(_LABELS)
+)
+# Absent, "" or null: code 0 for every label (the EPP's rows, but for a role now and then).
+_NO_LABEL = frozenset({"", None})
+if any(code(value) != 0.0 for _, code, _ in _CODES for value in _NO_LABEL):
+    raise TypeError("a label's code for '' and null must be 0")
 
 
 def decode_strict_body(raw: bytes) -> Columns | None:
@@ -141,15 +153,22 @@ def decode_strict_body(raw: bytes) -> Columns | None:
     ).reshape(len(rows), width)
     numbers = table[:, : len(_NAMES)].astype(np.float64)
     columns: Columns = {name: numbers[:, i] for i, name in enumerate(_NAMES)}
-    columns["pod_type_code"] = _pod_type_codes(table[:, _POD_TYPE])
+    for column, code, at in _CODES:
+        columns[column] = _codes(code, table[:, at].tolist())
     return columns
 
 
-def _pod_type_codes(pod_types: np.ndarray) -> np.ndarray:
-    # Few distinct labels per call (usually only ""): code each once.
-    codes = {p: pod_type_code(p) for p in set(pod_types.tolist())}
-    if len(codes) == 1:
-        return np.full(len(pod_types), next(iter(codes.values())), dtype=np.float64)
-    return np.fromiter(
-        (codes[p] for p in pod_types.tolist()), dtype=np.float64, count=len(pod_types)
-    )
+def _label_codes(name: str, values: list[Any]) -> np.ndarray:
+    return _codes(LABEL_CODES[name], values)
+
+
+def _codes(code: Callable[[str | None], float], values: list[Any]) -> np.ndarray:
+    # Few distinct labels per call (usually only "" or None): code each once.
+    distinct = set(values)
+    if len(distinct) == 1:
+        (only,) = distinct
+        if only in _NO_LABEL:  # the common call: no class, a monolithic pod
+            return np.zeros(len(values))
+        return np.full(len(values), code(only), dtype=np.float64)
+    codes = {v: code(v) for v in distinct}
+    return np.fromiter((codes[v] for v in values), dtype=np.float64, count=len(values))

@@ -1,12 +1,14 @@
 """The one feature definition, used by training and by every prediction route.
 
-Rows travel as `Columns`: one float64 array per request field plus `pod_type_code`.
-A model bundle records the feature names it was trained on, and prediction builds the
-matrix from those names, so the two sides cannot drift.
+Rows travel as `Columns`: one float64 array per numeric request field plus a code per label
+(`pod_type_code`, `pod_class_code`). A model bundle records the feature names it was trained
+on, and prediction builds the matrix from those names, so the two sides cannot drift (and a
+bundle from before a feature existed keeps serving: it never names it).
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -18,7 +20,7 @@ from shared.targets import Target
 Columns = dict[str, np.ndarray]
 
 # From the request row as PredictionRequest declares it (shared.schemas): every number is a
-# column, and pod_type becomes pod_type_code below.
+# column, and every label becomes a code column below (pod_type -> pod_type_code, ...).
 FRACTION_FIELDS = tuple(f.name for f in REQUEST_ROW if f.kind is RowKind.FRACTION)
 REQUIRED_COUNT_FIELDS = tuple(f.name for f in REQUEST_ROW if f.kind is RowKind.COUNT and f.required)
 OPTIONAL_COUNT_FIELDS = tuple(
@@ -33,6 +35,43 @@ POD_TYPE_CODES = {"prefill": 1.0, "decode": 2.0}
 
 def pod_type_code(pod_type: str | None) -> float:
     return POD_TYPE_CODES.get((pod_type or "").strip().lower(), 0.0)
+
+
+# A hardware class is open-ended ("h200", "b200", "mi300x", ...), so its code cannot come
+# from a table: it is the CRC-32 of the normalised label folded into 1 .. 2**24 - 1, a
+# function of the label alone. The trainer and every prediction server agree on it without
+# sharing state, whatever classes each has seen and in whatever order; 2**24 keeps every
+# code exact in the float32 matrix the models read. "" (no class: llm-d's EPP) is 0.
+POD_CLASS_CODE_SPAN = 2**24 - 1
+
+
+def normalized_pod_class(pod_class: str | None) -> str:
+    return (pod_class or "").strip().lower()
+
+
+def pod_class_code(pod_class: str | None) -> float:
+    name = normalized_pod_class(pod_class)
+    if not name:
+        return 0.0
+    return float(zlib.crc32(name.encode("utf-8")) % POD_CLASS_CODE_SPAN + 1)
+
+
+# Every label of the row is a categorical feature: its code function, and the column of
+# codes it becomes (f"{label}_code"). A label added to the row needs its entry here.
+LABEL_CODES: Mapping[str, Callable[[str | None], float]] = {
+    "pod_type": pod_type_code,
+    "pod_class": pod_class_code,
+}
+LABEL_FIELDS = tuple(f.name for f in REQUEST_ROW if f.kind is RowKind.LABEL)
+if set(LABEL_FIELDS) != set(LABEL_CODES):
+    raise TypeError(f"labels {LABEL_FIELDS} and their codes {tuple(LABEL_CODES)} differ")
+
+
+def code_column(label: str) -> str:
+    return f"{label}_code"
+
+
+CODE_COLUMNS = tuple(code_column(name) for name in LABEL_FIELDS)
 
 
 def _effective_input_tokens(c: Columns) -> np.ndarray:
@@ -52,9 +91,12 @@ FEATURES: Mapping[str, Callable[[Columns], np.ndarray]] = {
     **{name: _raw(name) for name in NUMERIC_FIELDS},
     "effective_input_tokens": _effective_input_tokens,
     "prefill_score_bucket": _prefill_score_bucket,
-    "pod_type_code": _raw("pod_type_code"),
+    **{name: _raw(name) for name in CODE_COLUMNS},
 }
 
+# pod_class_code (the hardware class, ours) is in both lists and free of monotone
+# constraints. A row without a class has code 0, and trees never split on a column that is
+# 0 in every training row, so a store without classes trains the models it trained before.
 # decode_tokens_in_flight and num_tokens_generated are left out on purpose: the EPP sends
 # constants for them at prediction time (0 and 1) but real values in training rows, so a
 # model that learned them would be asked about a state it never trained on.
@@ -71,6 +113,7 @@ _TTFT = (
     "effective_input_tokens",
     "prefill_score_bucket",
     "pod_type_code",
+    "pod_class_code",
 )
 _TPOT = (
     "is_queued",
@@ -80,6 +123,7 @@ _TPOT = (
     "num_request_running",
     "prefill_tokens_in_flight",
     "pod_type_code",
+    "pod_class_code",
 )
 _TOKEN_IN_FLIGHT = {"prefill_tokens_in_flight"}
 _ENCODER = {"encoder_matched_size", "encoder_input_size"}
@@ -144,7 +188,8 @@ def columns_from_dicts(rows: Sequence[Mapping[str, Any]]) -> Columns:
         name: np.fromiter((r.get(name) or 0 for r in rows), dtype=np.float64, count=n)
         for name in NUMERIC_FIELDS
     }
-    columns["pod_type_code"] = np.fromiter(
-        (pod_type_code(r.get("pod_type")) for r in rows), dtype=np.float64, count=n
-    )
+    for label, code in LABEL_CODES.items():
+        columns[code_column(label)] = np.fromiter(
+            (code(r.get(label)) for r in rows), dtype=np.float64, count=n
+        )
     return columns

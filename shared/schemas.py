@@ -51,6 +51,9 @@ def _none_to_empty(value: Any) -> Any:
 PodType = Annotated[
     str, BeforeValidator(_none_to_empty, json_schema_input_type=str | None), RowKind.LABEL
 ]
+# Ours, not llm-d's: the pod's hardware class ("h200", "b200", ...), for pools that mix
+# classes. Any string; absent or null means "" (no class), which is what llm-d's EPP sends.
+PodClass = PodType
 
 
 class _Request(BaseModel):
@@ -113,6 +116,7 @@ class PredictionRequest(_Row):
     decode_tokens_in_flight: Count = 0
     encoder_matched_size: Count = 0
     encoder_input_size: Count = 0
+    pod_class: PodClass = ""
 
 
 @dataclass(frozen=True)

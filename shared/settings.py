@@ -27,6 +27,8 @@ from shared.model_source import ModelSource, model_source_for
 # Our folder inside a volume llm-d's chart gives (/models, /server_models): no name of ours
 # can clash with the *.joblib files llm-d's own tools keep there.
 LLM_D_HOME = "latency-predictor"
+# The advice file's name in the model directory when LATENCY_ADVICE_FILE is unset.
+ADVICE_FILE = "advice.json"
 
 
 class ModelType(StrEnum):
@@ -196,6 +198,15 @@ class TrainingSettings(CommonSettings):
 
     # Off by default: whoever answers the model URL runs code in any server loading these.
     legacy_artifacts: LegacyArtifacts = LegacyArtifacts.NONE
+    # What `latency-predictor advise --json` last wrote, served by GET /advice for the
+    # dashboard; unset: advice.json in the model directory (see advice_path).
+    advice_file: Path | None = None
+
+    @property
+    def advice_path(self) -> Path:
+        """The advice file GET /advice reads: LATENCY_ADVICE_FILE, else advice.json in the
+        model directory (as derived, when llm-d's paths set it)."""
+        return self.model_dir / ADVICE_FILE if self.advice_file is None else self.advice_file
 
     @model_validator(mode="after")
     def _legacy_libraries_installed(self) -> Self:

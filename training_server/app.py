@@ -24,7 +24,7 @@ from training_server.metrics import TrainingMetrics
 from training_server.prediction_fleet import PredictionFleet
 from training_server.retrain.live_factor import LiveCalibrator
 from training_server.retrain.loop import Retrainer, trainer_slot
-from training_server.routes import dashboard, fleet, models, ops, predict, samples
+from training_server.routes import advice, dashboard, fleet, models, ops, predict, samples
 from training_server.store import SampleStore
 
 log = logging.getLogger(__name__)
@@ -100,5 +100,6 @@ def create_app(settings: TrainingSettings, *, start_loop: bool = True) -> FastAP
     app.include_router(ops.router)
     app.include_router(fleet.router)
     app.include_router(dashboard.router)
+    app.include_router(advice.router)
     app.include_router(predict.router, dependencies=auth.require(auth.Access.EPP))
     return app

@@ -66,7 +66,7 @@ class TrainingMetrics:
         self.regime_coverage = Gauge(
             "latency_retrain_regime_coverage",
             "Held-out coverage of the latest retrain per "
-            "regime (queued, pod_type=..., prefix_bucket=...)",
+            "regime (queued, pod_type=..., prefix_bucket=..., pod_class=...)",
             ["target", "regime"],
             registry=r,
         )

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, Engine, and_, delete, func, insert, select, text
 
-from shared.features import NUMERIC_FIELDS, Columns, pod_type_code
+from shared.features import NUMERIC_FIELDS, Columns, pod_class_code, pod_type_code
 from shared.schemas import TrainingEntry
 from shared.targets import TARGETS, Target
 from training_server.retrain.records import RetrainRecord, TargetRecord
@@ -21,6 +21,7 @@ TARGET_BITS = {Target.TTFT: 1, Target.TPOT: 2}
 KV_BUCKETS = 10
 # Any label is accepted; only its feature code matters, so long labels are cut for storage.
 POD_TYPE_STORED_CHARS = 64
+POD_CLASS_STORED_CHARS = 64
 PREFIX_BUCKETS = 4
 
 
@@ -143,6 +144,7 @@ class SampleStore:
             row = entry.model_dump(exclude={"timestamp"})
             row.update(
                 pod_type=entry.pod_type[:POD_TYPE_STORED_CHARS],
+                pod_class=entry.pod_class[:POD_CLASS_STORED_CHARS],
                 received_at=now,
                 timestamp=entry.timestamp or now,
                 measures=_measures(entry),
@@ -194,21 +196,27 @@ class SampleStore:
         self, target: Target, *, test: bool, limit: int | None = None
     ) -> tuple[Columns, np.ndarray]:
         """The newest `limit` (all if None) rows measuring `target` in one split, oldest
-        first. Served by ix_samples_window, so a large store is never read whole."""
+        first. Served by ix_samples_window, so a large store is never read whole. Besides
+        the feature columns, `pod_class` holds each row's class label as stored (an object
+        array: the per-class figures of a retrain name classes, which codes cannot)."""
         cols = [samples.c[name] for name in NUMERIC_FIELDS]
         stmt = (
-            select(*cols, samples.c[target.actual_field], samples.c.pod_type)
+            select(*cols, samples.c[target.actual_field], samples.c.pod_type, samples.c.pod_class)
             .where(samples.c.is_test == test, samples.c.measures.in_(_measures_values(target)))
             .order_by(samples.c.id.desc())
             .limit(limit)
         )
         with self.engine.connect() as conn:
             rows = _plain_rows(conn, stmt)[::-1]
-        numeric = np.array([r[:-1] for r in rows], dtype=np.float64).reshape(
+        numeric = np.array([r[:-2] for r in rows], dtype=np.float64).reshape(
             len(rows), len(NUMERIC_FIELDS) + 1
         )
         columns: Columns = {name: numeric[:, i] for i, name in enumerate(NUMERIC_FIELDS)}
-        columns["pod_type_code"] = np.array([pod_type_code(r[-1]) for r in rows], dtype=np.float64)
+        columns["pod_type_code"] = np.array([pod_type_code(r[-2]) for r in rows], dtype=np.float64)
+        classes = [r[-1] for r in rows]
+        codes = {name: pod_class_code(name) for name in set(classes)}
+        columns["pod_class_code"] = np.array([codes[c] for c in classes], dtype=np.float64)
+        columns["pod_class"] = np.array(classes, dtype=object)
         return columns, numeric[:, len(NUMERIC_FIELDS)]
 
     def served_since(self, after_id: int, *, limit: int) -> ServedRows:

@@ -46,6 +46,8 @@ samples = Table(
     Column("actual_tpot_ms", Float, nullable=False),
     Column("predicted_ttft_ms", Float),
     Column("predicted_tpot_ms", Float),
+    # migration 0005: the pod's hardware class ("" for none, and for rows from before it)
+    Column("pod_class", String(64), nullable=False, server_default=""),
     # Which targets the row measures: bit 1 TTFT, bit 2 TPOT (0 ms means "not measured").
     Column("measures", SmallInteger, nullable=False),
     Column("is_test", Boolean, nullable=False),

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from advisor.report import write_document
 from devkit.processes import ServerProcess, free_port
 from devkit.synthetic import synthetic_rows
 
@@ -120,6 +121,9 @@ def test_dashboard_charts_every_retrain_live(
     from playwright.sync_api import sync_playwright  # a dev extra: only this test needs it
 
     trainer, predictor = servers
+    # The last `latency-predictor advise --json` answer, where the trainer looks by default.
+    advice = {"verdict": "enable", "confidence": "high", "reason": "shorter queues", "rows": 5000}
+    write_document(tmp_path / "models" / "advice.json", {**advice, "minutes": 30.0})
     problems: list[str] = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
@@ -148,6 +152,7 @@ def test_dashboard_charts_every_retrain_live(
 
             page.goto(f"{trainer.url}/dashboard", timeout=30_000)
             wait_for_points(0)  # nothing trained yet
+            page.wait_for_selector("#advice[data-verdict='enable'] #advice-verdict.enable")
             assert page.locator("svg >> text=no retrains yet").count() == CHARTS
             page.wait_for_function(
                 "() => document.querySelector('#model-version').textContent.startsWith('none yet')"

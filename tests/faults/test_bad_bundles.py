@@ -25,6 +25,8 @@ import pytest
 
 from devkit.processes import ServerProcess, free_port
 from shared.artifact import MANIFEST, bundle_dir_for, publish_pointer
+from shared.features import feature_names
+from shared.targets import Target
 from tests.conftest import publish_trained_bundle
 from tests.faults.helpers import answer, metric, present_metric
 from tests.polling import eventually
@@ -93,7 +95,8 @@ def missing_file(bundle: Path) -> None:
 
 
 def wrong_feature_count(bundle: Path) -> None:
-    """The TTFT model is the TPOT one (7 features), checksum updated; the manifest lists 12."""
+    """The TTFT model is the TPOT one (fewer features), checksum updated; the manifest
+    lists the TTFT features."""
     manifest = _manifest(bundle)
     ttft = bundle / manifest["targets"]["ttft"]["file"]
     shutil.copyfile(bundle / manifest["targets"]["tpot"]["file"], ttft)
@@ -116,7 +119,11 @@ BREAKERS: dict[str, tuple[Callable[[Path], None], str]] = {
     "truncated-model": (truncated_model, "cannot load"),
     "checksum-mismatch": (checksum_mismatch, "checksum mismatch"),
     "manifest-names-a-missing-file": (missing_file, "missing model file"),
-    "wrong-feature-count": (wrong_feature_count, "has 7 features, manifest lists 12"),
+    "wrong-feature-count": (
+        wrong_feature_count,
+        f"has {len(feature_names(Target.TPOT))} features, "
+        f"manifest lists {len(feature_names(Target.TTFT))}",
+    ),
     "manifest-not-json": (manifest_not_json, "invalid manifest"),
     "manifest-is-a-directory": (manifest_is_a_directory, "manifest"),
 }

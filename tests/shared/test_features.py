@@ -11,6 +11,7 @@ from pydantic import TypeAdapter, ValidationError
 from devkit.synthetic import prediction_row, synthetic_rows
 from shared.decoding import decode_prediction_rows
 from shared.features import (
+    CODE_COLUMNS,
     FEATURES,
     NUMERIC_FIELDS,
     build_matrix,
@@ -78,7 +79,7 @@ def pydantic_columns(rows: list[Any]) -> dict[str, np.ndarray]:
 
 
 def assert_same_columns(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:
-    assert set(got) == set(want) == {*NUMERIC_FIELDS, "pod_type_code"}
+    assert set(got) == set(want) == {*NUMERIC_FIELDS, *CODE_COLUMNS}
     for name in want:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from shared.backends import Backend
-from shared.features import FEATURES, Columns, build_matrix
+from shared.features import FEATURES, Columns, build_matrix, normalized_pod_class
 from shared.served import answer_ms, calibration_scale, model_output
 from training_server.retrain.fit import TargetFit
 
@@ -63,11 +63,32 @@ POD_TYPE_NAMES = {0.0: "monolithic", 1.0: "prefill", 2.0: "decode"}
 
 
 def regime_coverage(
-    columns: Columns, y_true: np.ndarray, y_pred: np.ndarray
+    columns: Columns, y_true: np.ndarray, y_pred: np.ndarray, quantile: float | None = None
 ) -> dict[str, dict[str, float | int]]:
     """Coverage per regime where a p90 is most likely to be off: queued or not, pod role,
-    prefix-cache score quarter. Only regimes with rows appear: {name: {n, coverage}}."""
-    covered = y_true <= y_pred
+    prefix-cache score quarter. Only regimes with rows appear: {name: {n, coverage}}.
+    Then one regime per hardware class among the rows (`pod_class=h200`: the labels the
+    store reads with them, normalised; rows without a class have none), which also carries
+    the pinball loss in ms at `quantile` when given: {n, coverage, pinball_loss}."""
+    regimes = _fixed_regimes(columns, y_true <= y_pred)
+    for name, mask in _class_masks(columns).items():
+        entry: dict[str, float | int] = {"n": int(mask.sum())}
+        entry["coverage"] = float((y_true[mask] <= y_pred[mask]).mean())
+        if quantile is not None:
+            entry["pinball_loss"] = pinball_loss(y_true[mask], y_pred[mask], quantile)
+        regimes[f"pod_class={name}"] = entry
+    return regimes
+
+
+def _class_masks(columns: Columns) -> dict[str, np.ndarray]:
+    labels = columns.get("pod_class")
+    if labels is None or not len(labels):
+        return {}
+    names = np.array([normalized_pod_class(v) for v in labels.tolist()], dtype=object)
+    return {name: names == name for name in sorted(set(names.tolist())) if name}
+
+
+def _fixed_regimes(columns: Columns, covered: np.ndarray) -> dict[str, dict[str, float | int]]:
     masks = {
         "queued": columns["num_request_waiting"] > 0,
         "not_queued": columns["num_request_waiting"] <= 0,
@@ -118,7 +139,7 @@ def score_held_out(
         answered = answers(backend, fit, columns)
         fit.metrics = evaluate(y, answered.served, quantile)
         fit.metrics["raw_coverage"] = float(np.mean(y <= answered.uncalibrated))
-        fit.regimes = regime_coverage(columns, y, answered.served)
+        fit.regimes = regime_coverage(columns, y, answered.served, quantile)
     else:
         fit.metrics = evaluate(y, y, quantile)
     fit.metrics["calibration_log_offset"] = fit.log_offset

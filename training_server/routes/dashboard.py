@@ -1,7 +1,8 @@
 """GET /dashboard: one self-contained HTML page charting the retrain history live.
 
 The page (training_server/dashboard.html, package data) fetches /retrains, /data/status
-and /prediction_servers from this server every 5 s; nothing is loaded from anywhere else.
+and /prediction_servers from this server every 5 s, and /advice (routes/advice.py) on load
+and every 60 s; nothing is loaded from anywhere else.
 """
 
 from __future__ import annotations
