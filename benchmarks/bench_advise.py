@@ -34,12 +34,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from advisor.predictor import Recording
 from advisor.simulate import DEFAULT_POLICIES, PolicyRuns, SeedFigures, Simulation
 from advisor.verdict import Comparison, compare
-from devkit.processes import ServerProcess, free_port
+from benchmarks.common import say
+from devkit.stores import fill_through_trainer
 from poolsim.engine import Engine
 from poolsim.hardware import H200
 from poolsim.policies import make_policy
@@ -52,29 +51,6 @@ WORKLOAD_S = 660.0  # 11 minutes of arrivals: past advise's 10-minute minimum
 TIMING_ROWS = 10_000
 POLICIES = ",".join(DEFAULT_POLICIES)
 Row = dict[str, Any]
-
-
-def out(text: str) -> None:
-    print(text, flush=True)
-
-
-def fill(url: str, rows: list[Row], folder: Path) -> None:
-    """A real trainer on `url`: the rows in 1,000-row calls, then stopped by PID."""
-    folder.mkdir(parents=True, exist_ok=True)
-    env = {
-        "LATENCY_DB_URL": url,
-        "LATENCY_MODEL_DIR": str(folder / "models"),
-        "LATENCY_RETRAINING_INTERVAL_SEC": "3600",
-        "LATENCY_EARLY_RETRAINS": "false",
-    }
-    server = ServerProcess("training_server", free_port(), env, folder / "trainer.log").start()
-    try:
-        with httpx.Client(timeout=120.0, trust_env=False) as client:
-            for start in range(0, len(rows), 1000):
-                body = {"entries": rows[start : start + 1000]}
-                client.post(f"{server.url}/add_training_data_bulk", json=body).raise_for_status()
-    finally:
-        server.stop()
 
 
 def trace_store_rows(name: str, minutes: float = 12.0) -> list[Row]:
@@ -212,7 +188,7 @@ def simulate(
         doc, seconds = run_json(command, path, timeout=3600)
         docs.append(doc)
         wall += seconds
-        out(f"  simulate {workload} seed {seed}: {seconds:.0f} s")
+        say(f"  simulate {workload} seed {seed}: {seconds:.0f} s")
     return simulate_answer(docs), wall
 
 
@@ -253,14 +229,14 @@ def part_traces(args: argparse.Namespace, folder: Path) -> list[str]:
     lines = []
     for name in TRACES:
         url = f"sqlite:///{folder / name}.db"
-        fill(url, trace_store_rows(name), folder / name)
+        fill_through_trainer(url, trace_store_rows(name), folder / name)
         doc, seconds = advise(url, 2, args.seeds, folder / name, [])
         notes = (
             f"{doc['rows']:,} rows, {doc['minutes']:.1f} min, confidence "
             f"{doc['confidence']}, fit {fit_text(doc)}, {seconds:.0f} s"
         )
         lines.append(answer_row(name, "advise", advice_answer(doc), notes))
-        out(lines[-1])
+        say(lines[-1])
     return lines
 
 
@@ -270,7 +246,7 @@ def part_workloads(args: argparse.Namespace, folder: Path) -> list[str]:
     for workload in ("chat", "mixed"):
         url = f"sqlite:///{folder / workload}.db"
         rows = workload_rows(workload, args.pods)
-        fill(url, rows, folder / workload)
+        fill_through_trainer(url, rows, folder / workload)
         ttft_slo, tpot_slo = SLOS[workload]
         extra = ["--slo-ttft-ms", ttft_slo, "--slo-tpot-ms", tpot_slo]
         doc, seconds = advise(url, args.pods, args.seeds, folder / workload, extra)
@@ -279,11 +255,11 @@ def part_workloads(args: argparse.Namespace, folder: Path) -> list[str]:
             f"{fit_text(doc)}, {seconds:.0f} s"
         )
         lines.append(answer_row(workload, "advise", advice_answer(doc), notes))
-        out(lines[-1])
+        say(lines[-1])
         answer, wall = simulate(workload, args.pods, seeds, args.sim_duration, folder)
         notes = f"{args.sim_duration:g} s x {len(seeds)} seeds, cold start, {wall:.0f} s"
         lines.append(answer_row(workload, "simulate", answer, notes))
-        out(lines[-1])
+        say(lines[-1])
     return lines
 
 
@@ -292,7 +268,7 @@ def part_timing(args: argparse.Namespace, folder: Path) -> list[str]:
     keep = sorted(random.Random(0).sample(range(len(every)), min(TIMING_ROWS, len(every))))
     rows = [every[i] for i in keep]
     url = f"sqlite:///{folder / 'timing'}.db"
-    fill(url, rows, folder / "timing")
+    fill_through_trainer(url, rows, folder / "timing")
     load = os.getloadavg()[0]
     pinned = [
         "taskset",
@@ -321,7 +297,7 @@ def part_timing(args: argparse.Namespace, folder: Path) -> list[str]:
         f"{doc['elapsed_s']['simulate_s']:.1f} s), load average before {load:.2f}; goal "
         f"<= 120 s: {'met' if seconds <= 120 else 'missed'}"
     )
-    out(line)
+    say(line)
     return [line]
 
 
@@ -337,10 +313,10 @@ def main(argv: list[str] | None = None) -> None:
     lines: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-advise-") as tmp:
         for name in args.parts.split(","):
-            out(f"== {name}")
+            say(f"== {name}")
             lines += parts[name](args, Path(tmp))
-    out("\n".join(["", *HEADER, *[line for line in lines if line.startswith("|")]]))
-    out("\n".join(line for line in lines if not line.startswith("|")))
+    say("\n".join(["", *HEADER, *[line for line in lines if line.startswith("|")]]))
+    say("\n".join(line for line in lines if not line.startswith("|")))
 
 
 if __name__ == "__main__":

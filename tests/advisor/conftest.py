@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.advisor.stores import fill, simulated_rows
+from devkit.stores import fill_through_trainer
+from tests.advisor.stores import simulated_rows
 from tests.conftest import PG_URL, SKIP_PG
 
 
@@ -23,8 +24,8 @@ class Stores:
 
 
 def _fill_both(small: str, adequate: str, folder: Path) -> None:
-    fill(small, simulated_rows(150, 5.0), folder / "small")
-    fill(adequate, simulated_rows(640, 12.0), folder / "adequate")
+    fill_through_trainer(small, simulated_rows(150, 5.0), folder / "small")
+    fill_through_trainer(adequate, simulated_rows(640, 12.0), folder / "adequate")
 
 
 @pytest.fixture(scope="module")

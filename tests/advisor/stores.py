@@ -9,13 +9,9 @@ import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-import httpx
-
 from advisor.predictor import Recording
-from devkit.processes import ServerProcess, free_port
 from poolsim.engine import Engine
 from poolsim.hardware import H200
 from poolsim.policies import make_policy
@@ -35,26 +31,6 @@ def simulated_rows(requests: int, minutes: float, pods: int = 2) -> list[dict[st
         {**row, "timestamp": (START + timedelta(seconds=t * stretch)).isoformat()}
         for row, t in zip(recording.rows, recording.arrival_s, strict=True)
     ]
-
-
-def fill(url: str, rows: list[dict[str, Any]], folder: Path) -> None:
-    """Start a real trainer on `url`, post the rows in 1,000-row calls, stop it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    env = {
-        "LATENCY_DB_URL": url,
-        "LATENCY_MODEL_DIR": str(folder / "models"),
-        "LATENCY_RETRAINING_INTERVAL_SEC": "3600",
-        "LATENCY_EARLY_RETRAINS": "false",
-    }
-    server = ServerProcess("training_server", free_port(), env, folder / "trainer.log").start()
-    try:
-        with httpx.Client(timeout=60.0, trust_env=False) as client:
-            for start in range(0, len(rows), 1000):
-                body = {"entries": rows[start : start + 1000]}
-                answer = client.post(f"{server.url}/add_training_data_bulk", json=body)
-                assert answer.status_code == 202, answer.text
-    finally:
-        server.stop()
 
 
 def advise(*args: str, timeout: float = 150.0) -> subprocess.CompletedProcess[str]:
