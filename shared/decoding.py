@@ -9,7 +9,7 @@ exact FastAPI-style error naming the field or accepts what lax parsing allows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from itertools import chain
 from typing import Annotated, Any
 
@@ -23,6 +23,7 @@ from shared.features import (
     Columns,
     code_column,
     columns_from_dicts,
+    label_codes,
 )
 from shared.schemas import COUNT_MAX, REQUEST_ROW, PredictionRequest, RowField, RowKind
 
@@ -85,7 +86,7 @@ def _fast_columns(rows: Sequence[Any]) -> Columns:
         raise _Unusual
     columns: Columns = {name: table[:, i] for i, name in enumerate(_NAMES)}
     for name in _LABELS:
-        columns[code_column(name)] = _label_codes(name, labels[name])
+        columns[code_column(name)] = label_codes(LABEL_CODES[name], labels[name])
     return columns
 
 
@@ -129,10 +130,6 @@ _STRICT_BODY: msgspec.json.Decoder[Any] = msgspec.json.Decoder(
 _CODES = tuple(
     (code_column(name), LABEL_CODES[name], len(_NAMES) + i) for i, name in enumerate(_LABELS)
 )
-# Absent, "" or null: code 0 for every label (the EPP's rows, but for a role now and then).
-_NO_LABEL = frozenset({"", None})
-if any(code(value) != 0.0 for _, code, _ in _CODES for value in _NO_LABEL):
-    raise TypeError("a label's code for '' and null must be 0")
 
 
 def decode_strict_body(raw: bytes) -> Columns | None:
@@ -154,21 +151,5 @@ def decode_strict_body(raw: bytes) -> Columns | None:
     numbers = table[:, : len(_NAMES)].astype(np.float64)
     columns: Columns = {name: numbers[:, i] for i, name in enumerate(_NAMES)}
     for column, code, at in _CODES:
-        columns[column] = _codes(code, table[:, at].tolist())
+        columns[column] = label_codes(code, table[:, at].tolist())
     return columns
-
-
-def _label_codes(name: str, values: list[Any]) -> np.ndarray:
-    return _codes(LABEL_CODES[name], values)
-
-
-def _codes(code: Callable[[str | None], float], values: list[Any]) -> np.ndarray:
-    # Few distinct labels per call (usually only "" or None): code each once.
-    distinct = set(values)
-    if len(distinct) == 1:
-        (only,) = distinct
-        if only in _NO_LABEL:  # the common call: no class, a monolithic pod
-            return np.zeros(len(values))
-        return np.full(len(values), code(only), dtype=np.float64)
-    codes = {v: code(v) for v in distinct}
-    return np.fromiter((codes[v] for v in values), dtype=np.float64, count=len(values))

@@ -73,6 +73,24 @@ def code_column(label: str) -> str:
 
 CODE_COLUMNS = tuple(code_column(name) for name in LABEL_FIELDS)
 
+# Absent, "" or null: code 0 for every label (the EPP's rows, but for a role now and then).
+NO_LABEL = frozenset({"", None})
+if any(code(value) != 0.0 for code in LABEL_CODES.values() for value in NO_LABEL):
+    raise TypeError("a label's code for '' and null must be 0")
+
+
+def label_codes(code: Callable[[str | None], float], values: Sequence[Any]) -> np.ndarray:
+    """The code column of `values` (one label's values, row by row). Rows carry few
+    distinct labels (usually only "" or None, on the hot path), so each is coded once."""
+    distinct = set(values)
+    if len(distinct) == 1:
+        (only,) = distinct
+        if only in NO_LABEL:  # the common call: no class, a monolithic pod
+            return np.zeros(len(values))
+        return np.full(len(values), code(only), dtype=np.float64)
+    codes = {v: code(v) for v in distinct}
+    return np.fromiter((codes[v] for v in values), dtype=np.float64, count=len(values))
+
 
 def _effective_input_tokens(c: Columns) -> np.ndarray:
     return (1.0 - c["prefix_cache_score"]) * c["input_token_length"]
@@ -189,7 +207,5 @@ def columns_from_dicts(rows: Sequence[Mapping[str, Any]]) -> Columns:
         for name in NUMERIC_FIELDS
     }
     for label, code in LABEL_CODES.items():
-        columns[code_column(label)] = np.fromiter(
-            (code(r.get(label)) for r in rows), dtype=np.float64, count=n
-        )
+        columns[code_column(label)] = label_codes(code, [r.get(label) for r in rows])
     return columns

@@ -11,7 +11,14 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, Engine, and_, delete, func, insert, select, text
 
-from shared.features import NUMERIC_FIELDS, Columns, pod_class_code, pod_type_code
+from shared.features import (
+    LABEL_CODES,
+    LABEL_FIELDS,
+    NUMERIC_FIELDS,
+    Columns,
+    code_column,
+    label_codes,
+)
 from shared.schemas import TrainingEntry
 from shared.targets import TARGETS, Target
 from training_server.retrain.records import RetrainRecord, TargetRecord
@@ -200,23 +207,23 @@ class SampleStore:
         the feature columns, `pod_class` holds each row's class label as stored (an object
         array: the per-class figures of a retrain name classes, which codes cannot)."""
         cols = [samples.c[name] for name in NUMERIC_FIELDS]
+        labels = [samples.c[name] for name in LABEL_FIELDS]
         stmt = (
-            select(*cols, samples.c[target.actual_field], samples.c.pod_type, samples.c.pod_class)
+            select(*cols, samples.c[target.actual_field], *labels)
             .where(samples.c.is_test == test, samples.c.measures.in_(_measures_values(target)))
             .order_by(samples.c.id.desc())
             .limit(limit)
         )
         with self.engine.connect() as conn:
             rows = _plain_rows(conn, stmt)[::-1]
-        numeric = np.array([r[:-2] for r in rows], dtype=np.float64).reshape(
-            len(rows), len(NUMERIC_FIELDS) + 1
-        )
+        width = len(NUMERIC_FIELDS) + 1  # the features' numbers, then the actual
+        numeric = np.array([r[:width] for r in rows], dtype=np.float64).reshape(len(rows), width)
         columns: Columns = {name: numeric[:, i] for i, name in enumerate(NUMERIC_FIELDS)}
-        columns["pod_type_code"] = np.array([pod_type_code(r[-2]) for r in rows], dtype=np.float64)
-        classes = [r[-1] for r in rows]
-        codes = {name: pod_class_code(name) for name in set(classes)}
-        columns["pod_class_code"] = np.array([codes[c] for c in classes], dtype=np.float64)
-        columns["pod_class"] = np.array(classes, dtype=object)
+        for i, name in enumerate(LABEL_FIELDS):
+            values = [r[width + i] for r in rows]
+            columns[code_column(name)] = label_codes(LABEL_CODES[name], values)
+            if name == "pod_class":
+                columns["pod_class"] = np.array(values, dtype=object)
         return columns, numeric[:, len(NUMERIC_FIELDS)]
 
     def served_since(self, after_id: int, *, limit: int) -> ServedRows:
