@@ -4,6 +4,8 @@ export downloads the training server's current bundle (`GET /model/export`). imp
 publishes one: uploaded to a training server (`POST /model/import`), or with --model-dir
 verified and published straight into a model directory, which seeds a cold start with no
 server running (the servers on that directory load it like any new version).
+With --pool NAME both work on that pool: its routes under /pools/NAME on a server, its
+directory <model-dir>/pools/NAME in a model directory.
 """
 
 from __future__ import annotations
@@ -24,15 +26,18 @@ import httpx
 from latency_cli.calls import (
     TRAINING_URL,
     CliError,
+    add_pool_argument,
     answered,
     call,
     client,
     detail,
     http_url,
+    pooled,
     reason,
     unreachable,
 )
 from latency_cli.table import size
+from shared.pools import pool_model_dir
 
 EXPORT_HELP = "download the training server's current model bundle (.tar.gz)"
 IMPORT_HELP = "publish a bundle archive on a training server or into a model directory"
@@ -51,6 +56,7 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
         help="where to write it (default: the server's file name, here; "
         "a directory: that name in it)",
     )
+    add_pool_argument(parser)
 
 
 def add_import_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,6 +81,7 @@ def add_import_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="with --model-dir: versions kept in the directory (5)",
     )
+    add_pool_argument(parser, "its routes under /pools/NAME, or its folder DIR/pools/NAME")
 
 
 def _at_least_one(value: str) -> int:
@@ -88,7 +95,7 @@ def _at_least_one(value: str) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    url = args.url
+    url = pooled(args.url, args.pool)
     with client() as c:
         try:
             with c.stream("GET", f"{url}/model/export") as reply:
@@ -166,17 +173,20 @@ def read_metadata(path: Path) -> dict[str, Any]:
 def run_import(args: argparse.Namespace) -> int:
     archive = _read_archive(args.file)
     if args.model_dir is not None:
-        version = import_locally(args.model_dir, archive, keep=args.keep)
+        # The pool's own directory, where the servers on this model directory look for it.
+        model_dir = pool_model_dir(args.model_dir, args.pool)
+        version = import_locally(model_dir, archive, keep=args.keep)
         print(
-            f"imported model {version} into {args.model_dir}: published as the current "
+            f"imported model {version} into {model_dir}: published as the current "
             "version; servers on this directory load it at their next poll"
         )
         return 0
+    url = pooled(args.url, args.pool)
     with client() as c:
         reply = call(
             c,
             "POST",
-            args.url,
+            url,
             "/model/import",
             TRAINING,
             content=archive,
@@ -185,11 +195,10 @@ def run_import(args: argparse.Namespace) -> int:
     if reply.status_code == 422:
         raise CliError(detail(reply))  # "bundle refused: <why>"
     if reply.status_code != 200:
-        raise answered(reply, f"POST {args.url}/model/import")
+        raise answered(reply, f"POST {url}/model/import")
     version = reply.json().get("model_version")
     print(
-        f"imported model {version} into the {TRAINING} at {args.url}: "
-        "published as the current version"
+        f"imported model {version} into the {TRAINING} at {url}: published as the current version"
     )
     return 0
 

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from shared.pools import DEFAULT_POOL, PoolNameError, checked_pool_name
 from shared.settings import CommonSettings
 from shared.tokens import TokenAuth
 
@@ -37,6 +38,31 @@ def http_url(value: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise argparse.ArgumentTypeError(f"not an http:// or https:// URL: {value!r}")
     return value.rstrip("/")
+
+
+def pool_name(value: str) -> str:
+    """argparse type: a pool name (a DNS label); argparse names --pool in its message."""
+    try:
+        return checked_pool_name(value)
+    except PoolNameError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_pool_argument(
+    parser: argparse.ArgumentParser, where: str = "its routes under /pools/NAME"
+) -> None:
+    parser.add_argument(
+        "--pool",
+        type=pool_name,
+        default=DEFAULT_POOL,
+        metavar="NAME",
+        help=f"the pool: {where} ({DEFAULT_POOL}: the unprefixed routes)",
+    )
+
+
+def pooled(url: str, pool: str) -> str:
+    """The base URL of `pool`'s routes on the server at `url` (the servers' PoolPrefix)."""
+    return url if pool == DEFAULT_POOL else f"{url}/pools/{pool}"
 
 
 def client() -> httpx.Client:

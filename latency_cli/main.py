@@ -5,6 +5,7 @@
     latency-predictor status [--training-url URL] [--prediction-url URL ...] [--json]
                                               health, versions, samples, last retrain, leader
     latency-predictor retrains [-n 10]        the last retrains and their metrics
+    latency-predictor pools [--url URL]       the pools a training server keeps
     latency-predictor predict (--file ROW.json | --input-token-length N ...) [--json]
                                               one row to POST /predict
     latency-predictor export [-o FILE]        download the current model bundle (.tar.gz)
@@ -15,6 +16,9 @@
                                               should this pool turn predicted-latency
                                               routing on? (reads the store read-only)
     latency-predictor training-server|prediction-server [--host H --port P]
+
+status, retrains, predict, export and import take --pool NAME: the pool's routes
+(/pools/NAME/...) instead of the default pool's.
 
 Server URLs default to http://127.0.0.1:8000 (training) and :8001 (prediction). status,
 predict, export and import exit 0 on success, 1 on an expected failure (a server down or
@@ -50,6 +54,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     retrains.add_argument("--url", default="http://127.0.0.1:8000", help="training server")
     retrains.add_argument("-n", "--limit", type=int, default=10)
     retrains.add_argument("--json", action="store_true", help="JSON instead of a table")
+    from latency_cli.calls import add_pool_argument
+
+    add_pool_argument(retrains)
     for name, help_text, add_arguments, handler in _tools():
         tool = sub.add_parser(name, help=help_text, description=help_text)
         add_arguments(tool)
@@ -67,9 +74,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         run_demo(parsed)
     elif parsed.command == "retrains":
+        from latency_cli.calls import pooled
         from latency_cli.retrains import show_retrains
 
-        raise SystemExit(show_retrains(parsed.url, parsed.limit, parsed.json))
+        url = pooled(parsed.url.rstrip("/"), parsed.pool)
+        raise SystemExit(show_retrains(url, parsed.limit, parsed.json))
     elif parsed.command == "migrate":
         from shared.settings import TrainingSettings
         from training_server.migrate import upgrade
@@ -83,11 +92,12 @@ def _tools() -> list[tuple[str, str, Any, Any]]:
     """(name, help, add_arguments, run) of the operator subcommands; each run returns the
     exit code and raises CliError (one line, exit 1) or UsageError (exit 2)."""
     from advisor import command as advise
-    from latency_cli import bundle, predict, status
+    from latency_cli import bundle, pools, predict, status
     from poolsim import command as simulate
 
     return [
         ("status", status.HELP, status.add_arguments, status.run),
+        ("pools", pools.HELP, pools.add_arguments, pools.run),
         ("predict", predict.HELP, predict.add_arguments, predict.run),
         ("export", bundle.EXPORT_HELP, bundle.add_export_arguments, bundle.run_export),
         ("import", bundle.IMPORT_HELP, bundle.add_import_arguments, bundle.run_import),

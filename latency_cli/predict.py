@@ -2,7 +2,7 @@
 
 The flags are made from the PredictionRequest schema, one per field, so they follow it;
 the server judges the values (its 422 names the field). Flags given with --file override
-the file's fields.
+the file's fields. With --pool NAME the row goes to that pool's model (/pools/NAME/predict).
 """
 
 from __future__ import annotations
@@ -19,11 +19,13 @@ from latency_cli.calls import (
     PREDICTION_URL,
     CliError,
     UsageError,
+    add_pool_argument,
     answered,
     call,
     client,
     detail,
     http_url,
+    pooled,
 )
 from latency_cli.table import align
 from shared.schemas import PredictionRequest
@@ -43,6 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=PREDICTION_URL,
         help=f"prediction server, or a training server ({PREDICTION_URL})",
     )
+    add_pool_argument(parser)
     parser.add_argument("--json", action="store_true", help="the server's JSON answer")
     parser.add_argument(
         "--file", metavar="ROW.json", help="the row as one JSON object ('-': standard input)"
@@ -82,12 +85,13 @@ def _field_help(name: str, kind: type) -> str:
 
 def run(args: argparse.Namespace) -> int:
     row = build_row(args)
+    url = pooled(args.url, args.pool)
     with client() as c:
-        reply = call(c, "POST", args.url, "/predict", "prediction server", json=row)
+        reply = call(c, "POST", url, "/predict", "prediction server", json=row)
     if reply.status_code == 422:
-        raise CliError(f"the server at {args.url} refused the row: {detail(reply)}")
+        raise CliError(f"the server at {url} refused the row: {detail(reply)}")
     if reply.status_code != 200:
-        raise answered(reply, f"POST {args.url}/predict")
+        raise answered(reply, f"POST {url}/predict")
     answer = reply.json()
     if args.json:
         print(json.dumps(answer, indent=2))

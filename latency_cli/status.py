@@ -4,6 +4,7 @@ For each server: reachable or not, health, the model version it serves and its a
 prediction servers whether they lag the version the trainer publishes; for the trainer its
 stored samples, its last retrain, its failure streak and whether it holds the leadership.
 Exit code 0 when every server answered, 1 when any did not (what could be read is printed).
+With --pool NAME every server is asked about that pool (its routes under /pools/NAME).
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from latency_cli.calls import (
     TRAINING_URL,
     CliError,
     Unreachable,
+    add_pool_argument,
     answered,
     call,
     client,
     http_url,
+    pooled,
 )
 from latency_cli.table import align, duration
 from shared.targets import TARGETS
@@ -49,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a prediction server; repeat it, or separate URLs with commas as "
         f"in PREDICTION_SERVER_URL, for several replicas ({PREDICTION_URL})",
     )
+    add_pool_argument(parser)
     parser.add_argument("--json", action="store_true", help="one JSON object instead of text")
 
 
@@ -58,7 +62,9 @@ def url_list(value: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    report = gather(args.training_url, args.prediction_url or [PREDICTION_URL])
+    urls = [pooled(u, args.pool) for u in args.prediction_url or [PREDICTION_URL]]
+    report = gather(pooled(args.training_url, args.pool), urls)
+    report["pool"] = args.pool
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0 if report["all_up"] else 1
 

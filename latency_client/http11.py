@@ -55,6 +55,8 @@ class _Origin:
     host: str
     port: int
     host_header: str
+    # The base URL's own path ("/pools/<name>" for a pool), put before every request's.
+    prefix: str = ""
     idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]] = field(
         default_factory=list
     )
@@ -134,7 +136,8 @@ class Http11Pool:
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise ValueError(f"not an http(s) URL: {base_url!r}")
             port = parts.port or (443 if parts.scheme == "https" else 80)
-            origin = _Origin(parts.scheme, parts.hostname, port, parts.netloc)
+            prefix = parts.path.rstrip("/")
+            origin = _Origin(parts.scheme, parts.hostname, port, parts.netloc, prefix)
             self._origins[base_url] = origin
         return origin
 
@@ -166,7 +169,7 @@ class Http11Pool:
         origin = self._origin(base_url)
         extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         request = (
-            f"POST {path} HTTP/1.1\r\nHost: {origin.host_header}\r\n{extra}"
+            f"POST {origin.prefix}{path} HTTP/1.1\r\nHost: {origin.host_header}\r\n{extra}"
             f"Content-Length: {len(body)}\r\n\r\n"
         ).encode() + body
         reused = self._reusable(origin)

@@ -8,9 +8,12 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import httpx
 from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
 
 from prediction_server.metrics import PredictionMetrics
+from prediction_server.pools import ServedPools
 from prediction_server.routes import ops, predict
 from prediction_server.watcher import ModelWatcher
 from shared.lean import keep_scikit_learn_out
@@ -19,6 +22,8 @@ from shared.settings import PredictionSettings
 from shared.slot import BundleSlot
 from shared.web import auth
 from shared.web.limits import RequestLimits, refused_counter
+from shared.web.pool_metrics import PoolSeries
+from shared.web.pool_prefix import PoolPrefix
 from shared.web.server import configure_logging
 
 # A new bundle is loaded and compiled in a worker thread; with CPython's default 5 ms GIL
@@ -34,29 +39,42 @@ def create_app(settings: PredictionSettings) -> FastAPI:
     metrics = PredictionMetrics(slot)
     metrics.served(slot.serving.version, None)
     watcher = ModelWatcher(settings, slot, metrics)
+    pools = ServedPools(settings, watcher)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_SEC)
         settings.model_dir.mkdir(parents=True, exist_ok=True)
         watcher.open()
+        pools.open()
         await watcher.check()  # serve the published bundle from the first request on
-        task = asyncio.create_task(watcher.run(), name="model-watcher")
+        with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, OSError):
+            await pools.discover()  # and every pool's (else the next look finds them)
+        tasks = [
+            asyncio.create_task(watcher.run(), name="model-watcher"),
+            asyncio.create_task(pools.run(), name="pool-discovery"),
+        ]
         try:
             yield
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            for task in tasks:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await pools.close()
             await watcher.close()
 
     app = FastAPI(title="latency-predictor prediction server", lifespan=lifespan)
-    app.state.settings, app.state.slot = settings, slot
+    app.state.settings, app.state.slot, app.state.pools = settings, slot, pools
+    # /metrics: the process's own series, then every pool's labelled by pool (PoolSeries).
+    registry = CollectorRegistry()
+    registry.register(PoolSeries(pools.metric_registries))
+    app.state.metric_registry = registry
     auth.install(app, settings)
     app.add_middleware(
         RequestLimits,
         max_body_bytes=settings.max_body_bytes,
-        refused=refused_counter(metrics.registry),
+        refused=refused_counter(registry),
     )
     app.state.metrics, app.state.watcher = metrics, watcher
 
@@ -64,6 +82,7 @@ def create_app(settings: PredictionSettings) -> FastAPI:
     epp = auth.require(auth.Access.EPP) if settings.protect_epp_routes else []
     app.include_router(predict.router, dependencies=epp)
     app.include_router(ops.router)
+    app.add_middleware(PoolPrefix)  # outermost: the others see the route's own path
     return app
 
 

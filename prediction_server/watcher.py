@@ -41,21 +41,32 @@ LOWEST_PRIORITY = 19  # nice value: the kernel runs this thread only when reques
 LIBRARIES = {ModelType.XGBOOST: "xgboost", ModelType.LIGHTGBM: "lightgbm"}
 
 
-def _lower_priority() -> None:
+def lower_priority() -> None:
     # Linux applies nice per thread (by its id); elsewhere, or where refused, run as is.
     with contextlib.suppress(AttributeError, OSError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LOWEST_PRIORITY)
 
 
 class ModelWatcher:
-    def __init__(self, settings: PredictionSettings, slot: BundleSlot, metrics: PredictionMetrics):
+    def __init__(
+        self,
+        settings: PredictionSettings,
+        slot: BundleSlot,
+        metrics: PredictionMetrics,
+        *,
+        loads: ThreadPoolExecutor | None = None,
+    ):
+        """`loads`: a loader thread shared with other pools' watchers (else its own)."""
         self.settings = settings
         self.slot = slot
         self.metrics = metrics
         self.refused: dict[str, str] = {}  # version -> reason; not retried
         self.live = LiveCalibrationReader(settings.model_dir)
         self._lock = asyncio.Lock()
-        self._background = ThreadPoolExecutor(1, "model-watcher", initializer=_lower_priority)
+        self._owns_loads = loads is None
+        self._background = loads or ThreadPoolExecutor(
+            1, "model-watcher", initializer=lower_priority
+        )
         # Set by open() when bundles are mirrored from the trainer (no shared volume).
         self.sync_client: httpx.AsyncClient | None = None
 
@@ -71,7 +82,8 @@ class ModelWatcher:
             )
 
     async def close(self) -> None:
-        self._background.shutdown(wait=False, cancel_futures=True)
+        if self._owns_loads:
+            self._background.shutdown(wait=False, cancel_futures=True)
         if self.sync_client is not None:
             await self.sync_client.aclose()
 

@@ -109,6 +109,9 @@ class CommonSettings(BaseSettings):
     # this many requests in progress uvicorn answers 503 instead of queueing without bound.
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
     max_concurrency: int = Field(1_000, ge=1)
+    # Pools one service keeps (the default pool counts): on a trainer, rows for a new pool
+    # past it answer 409; a prediction server serves the bundles of at most this many.
+    max_pools: int = Field(64, ge=1)
     keep_alive_timeout_sec: float = Field(5.0, gt=0.0)
     # TLS, served by uvicorn itself: both files or neither.
     tls_cert_file: Path | None = None

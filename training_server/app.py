@@ -8,41 +8,34 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
+from prometheus_client import CollectorRegistry
 
-from shared.artifact import BundleError
-from shared.predictor import LoadedBundle, load_current_bundle
-from shared.settings import LegacyArtifacts, TrainingSettings
+from shared.pools import DEFAULT_POOL
+from shared.settings import TrainingSettings
 from shared.slot import BundleSlot
 from shared.web import auth
 from shared.web.limits import RequestLimits, refused_counter
+from shared.web.pool_metrics import PoolSeries
+from shared.web.pool_prefix import PoolPrefix
 from shared.web.predict_metrics import PredictMetrics
 from training_server import migrate
 from training_server.db import make_engine
 from training_server.leadership import make_leadership
-from training_server.legacy.files import publish_prior_files
 from training_server.metrics import TrainingMetrics
-from training_server.prediction_fleet import PredictionFleet
-from training_server.retrain.live_factor import LiveCalibrator
-from training_server.retrain.loop import Retrainer, trainer_slot
-from training_server.routes import advice, dashboard, fleet, models, ops, predict, samples
+from training_server.pools import PoolRegistry
+from training_server.retrain.loop import trainer_slot
+from training_server.retrain.pools_loop import PoolsLoop
+from training_server.routes import advice, dashboard, fleet, models, ops, pools, predict, samples
 from training_server.store import SampleStore
 
 log = logging.getLogger(__name__)
 
 
-def _published(settings: TrainingSettings) -> LoadedBundle | None:
-    try:
-        return load_current_bundle(settings.model_dir)
-    except BundleError:
-        log.exception("the published bundle is unusable; the next retrain replaces it")
-        return None
-
-
 def _lifespan(
     settings: TrainingSettings, metrics: TrainingMetrics, slot: BundleSlot, start_loop: bool
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    """Start-up and shutdown: the store, the published bundle, the retrain loop and the live
-    factor (their threads only with `start_loop`)."""
+    """Start-up and shutdown: the store, every pool's published bundle, the retrain loop
+    and the live factors (their thread only with `start_loop`)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -50,29 +43,37 @@ def _lifespan(
             migrate.upgrade(settings.db_url)
         engine = make_engine(settings.db_url)
         store = SampleStore(engine, test_ratio=settings.test_train_ratio)
-        published = _published(settings)
-        if published is not None:
-            slot.publish(published)
-        if settings.legacy_artifacts is not LegacyArtifacts.NONE:
-            # llm-d prediction servers are ready only with a model: the prior's, until then.
-            await run_in_threadpool(publish_prior_files, settings)
         # Several replicas may share the store: every one ingests, only the leader retrains.
-        retrainer = Retrainer(settings, store, metrics, slot, make_leadership(engine))
-        calibrator = LiveCalibrator(settings, store, metrics, slot, lambda: retrainer.is_leader)
-        retrainer.resume()
-        app.state.store, app.state.retrainer = store, retrainer
-        app.state.calibrator = calibrator
+        leadership = make_leadership(engine)
+        pools = await run_in_threadpool(PoolRegistry, settings, store, leadership, slot, metrics)
+        opened = await run_in_threadpool(pools.discover)
+        if opened:
+            log.info("pools opened from the store and the model directory: %s", opened)
+        default = pools.default
+        app.state.pools = pools
+        # The default pool's parts, as a single-pool trainer has always had them.
+        app.state.store, app.state.retrainer = default.store, default.retrainer
+        app.state.calibrator, app.state.fleet = default.calibrator, default.fleet
+        loop = PoolsLoop(
+            pools.runtimes,
+            leadership,
+            calibration_interval_sec=settings.calibration_interval_sec,
+            wake=pools.added,
+        )
         if start_loop:
-            retrainer.start()
-            calibrator.start()
+            loop.start()
         try:
             yield
         finally:
-            calibrator.stop()
-            retrainer.stop()
+            loop.stop()
             engine.dispose()
 
     return lifespan
+
+
+def _pool_registries(app: FastAPI, default: TrainingMetrics) -> dict[str, CollectorRegistry]:
+    pools: PoolRegistry | None = getattr(app.state, "pools", None)
+    return pools.metric_registries() if pools is not None else {DEFAULT_POOL: default.registry}
 
 
 def create_app(settings: TrainingSettings, *, start_loop: bool = True) -> FastAPI:
@@ -85,16 +86,19 @@ def create_app(settings: TrainingSettings, *, start_loop: bool = True) -> FastAP
         lifespan=_lifespan(settings, metrics, slot, start_loop),
     )
     app.state.settings, app.state.slot = settings, slot
+    # /metrics: the process's own series, then every pool's labelled by pool (PoolSeries).
+    registry = CollectorRegistry()
     auth.install(app, settings)
     app.add_middleware(
         RequestLimits,
         max_body_bytes=settings.max_body_bytes,
-        refused=refused_counter(metrics.registry),
+        refused=refused_counter(registry),
         capped={"/add_training_data_bulk": settings.max_concurrent_ingests},
     )
     app.state.metrics = metrics
-    app.state.predict_metrics = PredictMetrics(metrics.registry)
-    app.state.fleet = PredictionFleet()  # prediction servers' reports, in memory only
+    app.state.predict_metrics = PredictMetrics(registry)
+    registry.register(PoolSeries(lambda: _pool_registries(app, metrics)))
+    app.state.metric_registry = registry
     app.include_router(samples.router)
     app.include_router(models.router)
     app.include_router(ops.router)
@@ -102,4 +106,6 @@ def create_app(settings: TrainingSettings, *, start_loop: bool = True) -> FastAP
     app.include_router(dashboard.router)
     app.include_router(advice.router)
     app.include_router(predict.router, dependencies=auth.require(auth.Access.EPP))
+    app.include_router(pools.router)
+    app.add_middleware(PoolPrefix)  # outermost: the others see the route's own path
     return app

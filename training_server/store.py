@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,9 +19,11 @@ from shared.features import (
     code_column,
     label_codes,
 )
+from shared.pools import DEFAULT_POOL
 from shared.schemas import TrainingEntry
 from shared.targets import TARGETS, Target
-from training_server.retrain.records import RetrainRecord, TargetRecord
+from training_server.retrain.records import RetrainRecord
+from training_server.retrain_table import aware, from_row, to_columns
 from training_server.tables import retrains, samples
 
 TARGET_BITS = {Target.TTFT: 1, Target.TPOT: 2}
@@ -65,9 +67,11 @@ def empty_counts() -> dict[str, dict[str, int]]:
     }
 
 
-def _counts(conn: Connection) -> dict[str, dict[str, int]]:
-    stmt = select(samples.c.is_test, samples.c.measures, func.count()).group_by(
-        samples.c.is_test, samples.c.measures
+def _counts(conn: Connection, pool: str) -> dict[str, dict[str, int]]:
+    stmt = (
+        select(samples.c.is_test, samples.c.measures, func.count())
+        .where(samples.c.pool == pool)
+        .group_by(samples.c.is_test, samples.c.measures)
     )
     out = empty_counts()
     for is_test, measures, count in conn.execute(stmt):
@@ -77,40 +81,6 @@ def _counts(conn: Connection) -> dict[str, dict[str, int]]:
             if measures & bit:
                 split[f"{target.value}_samples"] += count
     return out
-
-
-def _aware(row: dict[str, Any]) -> dict[str, Any]:
-    """SQLite hands back naive datetimes; every time we store is UTC."""
-    return {
-        k: v.replace(tzinfo=UTC) if isinstance(v, datetime) and v.tzinfo is None else v
-        for k, v in row.items()
-    }
-
-
-# Columns of the retrains table: a RetrainRecord field each (but the targets), and per
-# target a TargetRecord field each, named f"{target}_{field}".
-RUN_COLUMNS = tuple(f.name for f in fields(RetrainRecord) if f.name != "targets")
-PER_TARGET_COLUMNS = tuple(f.name for f in fields(TargetRecord))
-
-
-def to_columns(record: RetrainRecord) -> dict[str, Any]:
-    """The retrains-table row of `record`: every column but the key, in the table's order
-    (also the JSON of a retrain). The one place a retrain becomes per-target columns."""
-    values = {name: getattr(record, name) for name in RUN_COLUMNS}
-    for target in TARGETS:
-        scores = record.target(target)
-        for name in PER_TARGET_COLUMNS:
-            values[f"{target.value}_{name}"] = getattr(scores, name)
-    return {c.name: values[c.name] for c in retrains.columns if c.name != "id"}
-
-
-def from_row(row: Mapping[str, Any]) -> RetrainRecord:
-    """The record of a retrains-table row (to_columns' inverse, with the key)."""
-    targets = {
-        t: TargetRecord(**{name: row[f"{t.value}_{name}"] for name in PER_TARGET_COLUMNS})
-        for t in TARGETS
-    }
-    return RetrainRecord(targets=targets, **{name: row[name] for name in RUN_COLUMNS})
 
 
 @dataclass(frozen=True)
@@ -134,13 +104,34 @@ class ServedRows:
 
 
 class SampleStore:
-    def __init__(self, engine: Engine, *, test_ratio: float, rng: random.Random | None = None):
+    """One pool's rows and retrains (`pool`); every pool's store shares the engine, and
+    every statement here is confined to its pool (`for_pool` gives another pool's)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        test_ratio: float,
+        rng: random.Random | None = None,
+        pool: str = DEFAULT_POOL,
+    ):
         self.engine = engine
         self.test_ratio = test_ratio
+        self.pool = pool
         self._rng = rng or random.Random()
         # The counts of the last call that reached the database: what /metrics reports
         # while the database does not answer.
         self.last_counts = empty_counts()
+
+    def for_pool(self, pool: str) -> SampleStore:
+        """The store of `pool`, on the same database."""
+        return SampleStore(self.engine, test_ratio=self.test_ratio, pool=pool)
+
+    def stored_pools(self) -> list[str]:
+        """Every pool with a stored row or a recorded retrain, sorted."""
+        stmt = select(samples.c.pool).distinct().union(select(retrains.c.pool).distinct())
+        with self.engine.connect() as conn:
+            return sorted(str(name) for (name,) in conn.execute(stmt))
 
     # ingestion -------------------------------------------------------------------------
     def add_samples(self, entries: Sequence[TrainingEntry]) -> int:
@@ -157,6 +148,7 @@ class SampleStore:
                 measures=_measures(entry),
                 is_test=self._rng.random() < self.test_ratio,
                 bucket=bucket_of(entry.kv_cache_percentage, entry.prefix_cache_score),
+                pool=self.pool,
             )
             rows.append(row)
         with self.engine.begin() as conn:
@@ -172,7 +164,7 @@ class SampleStore:
     def counts(self) -> dict[str, dict[str, int]]:
         """{"training_data"|"test_data": {"ttft_samples", "tpot_samples", "total_samples"}}."""
         with self.engine.connect() as conn:
-            self.last_counts = _counts(conn)
+            self.last_counts = _counts(conn, self.pool)
         return self.last_counts
 
     def queue_counts(self) -> dict[str, int]:
@@ -183,7 +175,7 @@ class SampleStore:
         queued = (c.num_request_waiting > 0).label("queued")
         stmt = (
             select(c.measures, queued, func.count())
-            .where(c.is_test.is_(False))
+            .where(c.pool == self.pool, c.is_test.is_(False))
             .group_by(c.measures, queued)
         )
         out = {f"{t.value}_{state}_samples": 0 for t in TARGETS for state in ("noqueue", "queued")}
@@ -197,7 +189,10 @@ class SampleStore:
 
     def max_sample_id(self) -> int:
         with self.engine.connect() as conn:
-            return int(conn.execute(select(func.coalesce(func.max(samples.c.id), 0))).scalar_one())
+            newest = select(func.coalesce(func.max(samples.c.id), 0)).where(
+                samples.c.pool == self.pool
+            )
+            return int(conn.execute(newest).scalar_one())
 
     def window(
         self, target: Target, *, test: bool, limit: int | None = None
@@ -210,7 +205,11 @@ class SampleStore:
         labels = [samples.c[name] for name in LABEL_FIELDS]
         stmt = (
             select(*cols, samples.c[target.actual_field], *labels)
-            .where(samples.c.is_test == test, samples.c.measures.in_(_measures_values(target)))
+            .where(
+                samples.c.pool == self.pool,
+                samples.c.is_test == test,
+                samples.c.measures.in_(_measures_values(target)),
+            )
             .order_by(samples.c.id.desc())
             .limit(limit)
         )
@@ -235,7 +234,9 @@ class SampleStore:
             *(c[t.actual_field] for t in TARGETS),
             *(c[t.predicted_field] for t in TARGETS),
         ]
-        stmt = select(*columns).where(c.id > after_id).order_by(c.id).limit(limit)
+        stmt = (
+            select(*columns).where(c.pool == self.pool, c.id > after_id).order_by(c.id).limit(limit)
+        )
         with self.engine.connect() as conn:
             rows = _plain_rows(conn, stmt)
         table = np.array(rows, dtype=np.float64).reshape(len(rows), 1 + 2 * len(TARGETS))
@@ -255,13 +256,13 @@ class SampleStore:
         with self.engine.begin() as conn:
             train_groups = conn.execute(
                 select(c.measures, c.bucket)
-                .where(c.is_test.is_(False))
+                .where(c.pool == self.pool, c.is_test.is_(False))
                 .group_by(c.measures, c.bucket)
                 .having(func.count() > per_bucket)
             ).all()
             test_groups = conn.execute(
                 select(c.measures)
-                .where(c.is_test.is_(True))
+                .where(c.pool == self.pool, c.is_test.is_(True))
                 .group_by(c.measures)
                 .having(func.count() > test_total)
             ).all()
@@ -269,6 +270,7 @@ class SampleStore:
                 (and_(c.is_test.is_(False), c.measures == m, c.bucket == b), per_bucket)
                 for m, b in train_groups
             ] + [(and_(c.is_test.is_(True), c.measures == m), test_total) for (m,) in test_groups]
+            conditions = [(and_(c.pool == self.pool, where), keep) for where, keep in conditions]
             for where, keep in conditions:
                 newest_dropped = (
                     select(c.id).where(where).order_by(c.id.desc()).offset(keep).limit(1)
@@ -282,9 +284,13 @@ class SampleStore:
         rows (`samples_flushed`), counted in the same transaction as the delete."""
         splits = [flag for flag, wanted in ((False, training), (True, test)) if wanted]
         with self.engine.begin() as conn:
-            before = _counts(conn)
+            before = _counts(conn, self.pool)
             if splits:
-                conn.execute(delete(samples).where(samples.c.is_test.in_(splits)))
+                conn.execute(
+                    delete(samples).where(
+                        samples.c.pool == self.pool, samples.c.is_test.in_(splits)
+                    )
+                )
         flushed = {"samples_flushed": 0}
         for split, wanted, label in (
             ("training_data", training, "training"),
@@ -302,7 +308,8 @@ class SampleStore:
     def record_retrain(self, record: RetrainRecord) -> int:
         """Insert `record` (its id is the table's to give); returns the new row's key."""
         # Unknown values are left out, as NULLs: a JSON column would store None as 'null'.
-        row = {k: v for k, v in to_columns(record).items() if v is not None}
+        stamped = replace(record, pool=self.pool)
+        row = {k: v for k, v in to_columns(stamped).items() if v is not None}
         with self.engine.begin() as conn:
             key = conn.execute(insert(retrains).values(**row)).inserted_primary_key
             assert key is not None  # an INSERT of one row always has one
@@ -312,12 +319,18 @@ class SampleStore:
         self, *, limit: int = 50, offset: int = 0, ok_only: bool = False
     ) -> list[RetrainRecord]:
         """Recorded retrains, newest first."""
-        stmt = select(retrains).order_by(retrains.c.id.desc()).limit(limit).offset(offset)
+        stmt = (
+            select(retrains)
+            .where(retrains.c.pool == self.pool)
+            .order_by(retrains.c.id.desc())
+            .limit(limit)
+            .offset(offset)
+        )
         if ok_only:
             stmt = stmt.where(retrains.c.status == "ok")
         with self.engine.connect() as conn:
-            return [from_row(_aware(dict(r._mapping))) for r in conn.execute(stmt)]
+            return [from_row(aware(dict(r._mapping))) for r in conn.execute(stmt)]
 
     def clear_retrains(self) -> int:
         with self.engine.begin() as conn:
-            return conn.execute(delete(retrains)).rowcount
+            return conn.execute(delete(retrains).where(retrains.c.pool == self.pool)).rowcount

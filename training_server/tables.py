@@ -48,13 +48,16 @@ samples = Table(
     Column("predicted_tpot_ms", Float),
     # migration 0005: the pod's hardware class ("" for none, and for rows from before it)
     Column("pod_class", String(64), nullable=False, server_default=""),
+    # migration 0006: the pool the row was sent for (shared.pools; "default" unprefixed)
+    Column("pool", String(63), nullable=False, server_default="default"),
     # Which targets the row measures: bit 1 TTFT, bit 2 TPOT (0 ms means "not measured").
     Column("measures", SmallInteger, nullable=False),
     Column("is_test", Boolean, nullable=False),
     Column("bucket", SmallInteger, nullable=False),
-    Index("ix_samples_split_bucket", "is_test", "measures", "bucket", "id"),
-    # The training window reads the newest rows of one split and target kind.
-    Index("ix_samples_window", "is_test", "measures", "id"),
+    Index("ix_samples_split_bucket", "pool", "is_test", "measures", "bucket", "id"),
+    # The training window reads the newest rows of one pool, split and target kind.
+    Index("ix_samples_window", "pool", "is_test", "measures", "id"),
+    Index("ix_samples_pool_id", "pool", "id"),  # a pool's newest sample id
     sqlite_autoincrement=True,  # ids never reused, so "max id" marks new samples
 )
 
@@ -98,5 +101,7 @@ retrains = Table(
     # the out-of-fold pinball loss of every candidate: {"ttft": {"p90": .., ...}, "tpot": ..}
     *[Column(f"{t.value}_model_choice", String(40)) for t in TARGETS],
     Column("model_candidates", JSON),
+    Column("pool", String(63), nullable=False, server_default="default"),  # migration 0006
     Index("ix_retrains_started_at", "started_at"),
+    Index("ix_retrains_pool_id", "pool", "id"),
 )

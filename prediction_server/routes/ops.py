@@ -6,10 +6,17 @@ import os
 import time
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from prometheus_client import generate_latest
 
-from prediction_server.deps import MetricsDep, ServingBundle, SettingsDep, WatcherDep
+from prediction_server.deps import (
+    MetricRegistryDep,
+    PoolsDep,
+    PoolSettingsDep,
+    ServingBundle,
+    WatcherDep,
+    pool_watcher,
+)
 from shared.predictor import LoadedBundle
 from shared.targets import TARGETS
 from shared.web.auth import Access, require
@@ -54,7 +61,7 @@ async def readyz(bundle: ServingBundle) -> dict[str, Any]:
 
 @router.get("/status", dependencies=require(Access.EPP))
 async def status(
-    bundle: ServingBundle, settings: SettingsDep, watcher: WatcherDep
+    bundle: ServingBundle, settings: PoolSettingsDep, watcher: WatcherDep
 ) -> dict[str, Any]:
     return {
         "is_ready": True,
@@ -69,7 +76,7 @@ async def status(
         # here, where is_queued and the queue length are features of one model per target.
         "ensemble_active": False,
         "cold_start": bundle.is_prior,
-        "refused_versions": watcher.refused,
+        "refused_versions": watcher.refused if watcher else {},
         # log-factors on the model's answer: the bundle's conformal one and the live one
         "calibration": {
             t.value: {
@@ -83,10 +90,15 @@ async def status(
 
 
 @router.post("/reload", dependencies=require(Access.ADMIN))
-async def reload(watcher: WatcherDep) -> dict[str, Any]:
-    """Look for a newer bundle now instead of at the next poll."""
-    synced, loaded = await watcher.reload()
-    bundle = watcher.slot.serving
+async def reload(request: Request, pools: PoolsDep) -> dict[str, Any]:
+    """Look for a newer bundle now instead of at the next poll (and, for a pool not served
+    yet, for the pool)."""
+    watcher = await pool_watcher(request)
+    if watcher is None:
+        await pools.discover()
+        watcher = await pool_watcher(request)
+    synced, loaded = await watcher.reload() if watcher else (False, False)
+    bundle = watcher.slot.serving if watcher else pools.prior.serving
     return {
         "synced": synced,
         "loaded": loaded,
@@ -97,8 +109,9 @@ async def reload(watcher: WatcherDep) -> dict[str, Any]:
 
 
 @router.get("/metrics", dependencies=require(Access.EPP))
-async def metrics(metrics: MetricsDep) -> Response:
+async def metrics(registry: MetricRegistryDep) -> Response:
+    """Every pool's series (a named pool's labelled with it), the same on every prefix."""
     return Response(
-        generate_latest(metrics.registry),
+        generate_latest(registry),
         media_type="text/plain; version=0.0.4; charset=utf-8",
     )

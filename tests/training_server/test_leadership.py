@@ -253,7 +253,7 @@ def test_only_the_leader_retrains_and_the_follower_takes_over(
         assert b.run_once() == "follower"
         assert b_published[-1].version == read_current_version(model_dir)
 
-        a.stop()  # releases: the follower takes over on its next try
+        a.leadership.release()  # the follower takes over on its next try
         assert not a.is_leader
         assert b.run_once() == "skipped", "the published model already saw every sample"
         assert b.is_leader
@@ -265,8 +265,8 @@ def test_only_the_leader_retrains_and_the_follower_takes_over(
         assert [r.trainer for r in rows] == ["b", "a", "a"]
         assert rows[0].version == read_current_version(model_dir) == b_published[-1].version
     finally:
-        a.stop()
-        b.stop()
+        a.leadership.release()
+        b.leadership.release()
 
 
 def test_a_new_leader_retrains_samples_the_old_one_never_saw(
@@ -279,12 +279,12 @@ def test_a_new_leader_retrains_samples_the_old_one_never_saw(
         assert a.run_once() == "ok"
         assert b.run_once() == "follower"
         add(store, 20, seed=5)  # accepted (by either replica) after a's last retrain
-        a.stop()
+        a.leadership.release()
         assert b.run_once() == "ok"
         assert store.list_retrains()[0].max_sample_id == store.max_sample_id()
     finally:
-        a.stop()
-        b.stop()
+        a.leadership.release()
+        b.leadership.release()
 
 
 # routes --------------------------------------------------------------------------------

@@ -54,6 +54,7 @@ RETRAIN_KEYS = [
     "ttft_model_choice",
     "tpot_model_choice",
     "model_candidates",
+    "pool",
 ]
 PER_TARGET = [k.removeprefix("ttft_") for k in RETRAIN_KEYS if k.startswith("ttft_")]
 

@@ -14,7 +14,8 @@ from sqlalchemy import select, text
 from shared.schemas import TrainingEntry
 from shared.targets import TARGETS, Target
 from training_server.retrain.records import RetrainRecord, TargetRecord
-from training_server.store import SampleStore, bucket_of, to_columns
+from training_server.retrain_table import to_columns
+from training_server.store import SampleStore, bucket_of
 from training_server.tables import retrains, samples
 
 

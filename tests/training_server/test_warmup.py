@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,9 @@ from tests.conftest import training_settings
 from tests.polling import eventually
 from tests.slots import RecordingSlot
 from training_server.metrics import TrainingMetrics
+from training_server.retrain.live_factor import LiveCalibrator
 from training_server.retrain.loop import Retrainer
+from training_server.retrain.pools_loop import PoolsLoop
 from training_server.retrain.schedule import MIN_ROWS, WARMUP_ROWS, WARMUP_TICK_SEC, RetrainSchedule
 from training_server.store import SampleStore
 
@@ -70,6 +74,13 @@ def test_without_early_retrains_only_the_clock_decides() -> None:
     assert schedule.wait() == pytest.approx(10.0)
 
 
+@dataclass(frozen=True)
+class OnePool:
+    name: str
+    retrainer: Retrainer
+    calibrator: LiveCalibrator
+
+
 def test_the_retrain_loop_trains_early_on_a_real_store(
     tmp_path: Path, store: SampleStore, migrated_url: str
 ) -> None:
@@ -78,15 +89,24 @@ def test_the_retrain_loop_trains_early_on_a_real_store(
     settings = training_settings(
         tmp_path, migrated_url, retraining_interval_sec=60.0, early_retrains=True
     )
-    retrainer = Retrainer(settings, store, TrainingMetrics(), RecordingSlot(settings))
-    retrainer.start()
+    metrics, slot = TrainingMetrics(), RecordingSlot(settings)
+    retrainer = Retrainer(settings, store, metrics, slot)
+    calibrator = LiveCalibrator(settings, store, metrics, slot, lambda: retrainer.is_leader)
+    pool = OnePool("default", retrainer, calibrator)
+    loop = PoolsLoop(
+        lambda: [pool],
+        retrainer.leadership,
+        calibration_interval_sec=settings.calibration_interval_sec,
+        wake=threading.Event(),
+    )
+    loop.start()
     try:
         store.add_samples([TrainingEntry.model_validate(r) for r in synthetic_rows(30, seed=1)])
         eventually(lambda: len(store.list_retrains()) >= 1, 15, "the first retrain, early")
         store.add_samples([TrainingEntry.model_validate(r) for r in synthetic_rows(40, seed=2)])
         eventually(lambda: len(store.list_retrains()) >= 2, 15, "a retrain once rows doubled")
     finally:
-        retrainer.stop()
+        loop.stop()
     rows = store.list_retrains()
     assert [r.status for r in rows] == ["ok", "ok"]
     assert [r.max_sample_id for r in rows] == [70, 30]

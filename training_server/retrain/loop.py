@@ -1,10 +1,11 @@
-"""The retrain loop (Retrainer): a thread that, when the schedule says so and while it leads,
-runs one retrain's steps in order: window -> fit both targets -> publish -> record.
+"""The retrains of one pool (Retrainer): at each tick, when the schedule says so and while
+it leads, one retrain's steps in order: window -> fit both targets -> publish -> record.
 
-Runs in its own thread so fitting never blocks the event loop (the libraries release the
-GIL while they train). One `except` around each retrain: it logs the traceback, records a
-failed retrain and counts it, so a broken retrain is never silent. One more at the loop's
-edge keeps the thread alive when the store fails a follower (that is not a retrain).
+The ticks of every pool run in one thread (retrain.pools_loop), so fitting never blocks
+the event loop (the libraries release the GIL while they train). One `except` around each
+retrain: it logs the traceback, records a failed retrain and counts it, so a broken
+retrain is never silent. One more around the tick keeps the thread alive when the store
+fails a follower (that is not a retrain).
 
 With several training replicas only the leader (training_server.leadership) retrains; the
 others answer "follower" and serve the newest bundle the leader published.
@@ -36,7 +37,8 @@ from training_server.retrain.records import RetrainRecord
 from training_server.retrain.schedule import RetrainSchedule, backoff_factor
 from training_server.retrain.target import train_target
 from training_server.retrain.window import WindowBudget
-from training_server.store import SampleStore, to_columns
+from training_server.retrain_table import to_columns
+from training_server.store import SampleStore
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +97,8 @@ class Retrainer:
         metrics.is_leader.set(1 if self.leadership.is_leader else 0)
         self.published = PublishedFollower(settings.model_dir)
         self.state = RetrainState()
+        self._leading = self.leadership.is_leader  # as of its last election (pools share it)
+        self._elected = False  # the loop's first tick only elects
         self.window = WindowBudget(settings.max_training_window, settings.retraining_interval_sec)
         # The loop's clock, plus early retrains while the data is small.
         self.schedule = RetrainSchedule(
@@ -102,8 +106,6 @@ class Retrainer:
         )
         metrics.window_limit.set(self.window.limit)
         self._lock = threading.Lock()  # one retrain at a time (loop and manual triggers)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         # Import the model libraries now (~1.2 s for xgboost) so the first retrain's
         # duration, and the window budget it sets, measure fitting alone.
         library_versions()
@@ -135,14 +137,15 @@ class Retrainer:
 
     def _elect(self) -> bool:
         """Try for the leadership (cheap while held); on taking over, resume from the store."""
-        was_leader = self.leadership.is_leader
-        leader = self.leadership.try_acquire()
+        was_leader, leader = self._leading, self.leadership.try_acquire()
+        self._leading = leader
         self.metrics.is_leader.set(1 if leader else 0)
         if leader and not was_leader:
             self._follow()  # serve, and resume from, what the previous leader published
             self.resume()
             log.info(
-                "leading the retrains as %s (trained through sample %d)",
+                "leading the retrains of pool %s as %s (trained through sample %d)",
+                self.store.pool,
                 self.trainer_id,
                 self.state.trained_through,
             )
@@ -223,6 +226,7 @@ class Retrainer:
         overlap of two writers to the publish itself, which is atomic anyway)."""
         if self.leadership.try_acquire():
             return True
+        self._leading = False
         self.metrics.is_leader.set(0)
         log.warning("leadership lost during the retrain; not publishing")
         return False
@@ -263,7 +267,8 @@ class Retrainer:
         self.metrics.retrain_seconds.observe(record.duration_s)
         self.metrics.observe_retrain(record)
         log.info(
-            "retrain ok version=%s duration_s=%.3f %s",
+            "retrain ok pool=%s version=%s duration_s=%.3f %s",
+            self.store.pool,
             record.version,
             record.duration_s,
             " ".join(  # the per-target scores, named as the retrains table's columns
@@ -287,31 +292,20 @@ class Retrainer:
         except Exception:  # the store may be what failed; the counters above still tell
             log.exception("could not record the failed retrain")
 
-    # loop -------------------------------------------------------------------------------
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="retrainer", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-        self.leadership.release()  # a follower takes over on its next try, not at our death
-
-    def _loop(self) -> None:
-        wait = 0.0  # the first tick only elects: leader or follower shows from start-up
-        elected = False
-        while not self._stop.wait(wait):
-            try:
-                if not elected:
-                    with self._lock:
-                        self._elect()
-                    elected = True
-                elif self._due():
-                    self.run_once()
-            except Exception:  # see the module docstring: retrain errors never get here
-                log.exception("retrainer tick failed; trying again next interval")
-            wait = self.next_wait()
+    # the loop's step (retrain.pools_loop runs it) ------------------------------------------
+    def tick(self) -> float:
+        """One tick: elect on the first, retrain when due on the others; returns the
+        seconds to the next tick."""
+        try:
+            if not self._elected:
+                with self._lock:
+                    self._elect()
+                self._elected = True
+            elif self._due():
+                self.run_once()
+        except Exception:  # see the module docstring: retrain errors never get here
+            log.exception("retrainer tick failed; trying again next interval")
+        return self.next_wait()
 
     def _due(self) -> bool:
         """Whether this tick retrains (retrain.schedule): on the clock, or during the

@@ -1,7 +1,7 @@
 """The typed record of one retrain (RetrainRecord, with a TargetRecord per target).
 
 The loop keeps its last success as one, the store writes and reads them as rows of the
-retrains table (store.to_columns / store.from_row: the only place they become columns), the
+retrains table (retrain_table.to_columns / from_row: the only place they become columns), the
 metrics show them as labelled series, and the routes answer them as the JSON of those rows.
 Built by retrain.record; no I/O here.
 """
@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from shared.pools import DEFAULT_POOL
 from shared.targets import Target
 
 # {"queued": {"n": 12, "coverage": 0.91}, "pod_type=decode": {...}, ...} of one target.
@@ -62,6 +63,7 @@ class RetrainRecord:
     # and the out-of-fold pinball loss of every candidate considered (retrain.select).
     regimes: Mapping[str, Regimes] | None = None
     model_candidates: Mapping[str, Mapping[str, float]] | None = None
+    pool: str = DEFAULT_POOL  # the pool whose rows it fitted (the store stamps it)
     id: int | None = None  # the store's key: None until read back from the store
 
     def target(self, target: Target) -> TargetRecord:

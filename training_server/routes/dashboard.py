@@ -2,7 +2,9 @@
 
 The page (training_server/dashboard.html, package data) fetches /retrains, /data/status
 and /prediction_servers from this server every 5 s, and /advice (routes/advice.py) on load
-and every 60 s; nothing is loaded from anywhere else.
+and every 60 s; nothing is loaded from anywhere else. Those are the routes of one pool,
+under its /pools/<name> prefix (the `default` pool's unprefixed), chosen in a selector
+filled from GET /pools (routes/pools.py) and kept in the address as ?pool=<name>.
 """
 
 from __future__ import annotations

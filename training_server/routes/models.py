@@ -19,7 +19,7 @@ from shared.settings import ModelType, TrainingSettings
 from shared.targets import Target
 from shared.web.auth import Access, require
 from shared.wire import rfc3339
-from training_server.deps import PublishedBundle, SettingsDep, SlotDep, StoreDep
+from training_server.deps import OpenedPoolDep, PublishedBundle, SettingsDep, StoreDep
 from training_server.model_downloads import (
     MODEL_NAMES,
     UnknownModel,
@@ -171,8 +171,9 @@ async def model_export(bundle: PublishedBundle, settings: SettingsDep, store: St
 
 
 @router.post("/model/import", dependencies=require(Access.ADMIN))
-async def model_import(request: Request, settings: SettingsDep, slot: SlotDep) -> dict[str, Any]:
+async def model_import(request: Request, pool: OpenedPoolDep) -> dict[str, Any]:
     """Publish an exported bundle (verified first): seeds a cold start or rolls back."""
+    settings, slot = pool.settings, pool.slot
     archive = await request.body()
     try:
         version = await run_in_threadpool(

@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Response
 from fastapi.concurrency import run_in_threadpool
+from prometheus_client import generate_latest
 from sqlalchemy.exc import SQLAlchemyError
 
 from shared.predictor import LoadedBundle
@@ -15,11 +16,20 @@ from shared.targets import TARGETS
 from shared.web.auth import Access, require
 from shared.web.json_body import JSONBodyRoute
 from shared.wire import rfc3339
-from training_server.deps import MetricsDep, PublishedBundle, RetrainerDep, SettingsDep, StoreDep
-from training_server.metrics import legacy_lines, served_importances
+from training_server.deps import (
+    MetricRegistryDep,
+    PoolsDep,
+    PublishedBundle,
+    RetrainerDep,
+    RuntimeDep,
+    StoreDep,
+)
+from training_server.metrics import TrainingMetrics, legacy_lines, served_importances
+from training_server.pools import PoolRuntime
 from training_server.retrain.loop import Retrainer
 from training_server.retrain.records import RetrainRecord
-from training_server.store import SampleStore, to_columns
+from training_server.retrain_table import to_columns
+from training_server.store import SampleStore
 
 # JSONBodyRoute: a bad JSON body (NaN, 1e999, not UTF-8) answers the contract's 422.
 router = APIRouter(route_class=JSONBodyRoute)
@@ -182,30 +192,40 @@ def flush_message(flushed: dict[str, int], body: FlushRequest) -> str:
     return f"Successfully flushed: {', '.join(parts)}" if parts else "No data flushed"
 
 
-@router.get("/metrics", dependencies=require(Access.EPP))
-async def metrics(
-    settings: SettingsDep,
-    store: StoreDep,
-    retrainer: RetrainerDep,
-    m: MetricsDep,
-    bundle: PublishedBundle,
-) -> Response:
+def _store_gauges(store: SampleStore, m: TrainingMetrics) -> dict[str, dict[str, int]]:
+    """Set one pool's stored-rows gauges; returns its counts."""
     try:
-        counts = await run_in_threadpool(store.counts)
+        counts = store.counts()
     except SQLAlchemyError:
         # Metrics must answer most when something is wrong: keep the last counts, and let
         # the failure show in the retrain and readiness series.
         counts = store.last_counts
     for split, label in (("training_data", "train"), ("test_data", "test")):
         for target in TARGETS:
-            stored = counts[split][f"{target.value}_samples"]
-            m.store_samples.labels(label, target.value).set(stored)
+            m.store_samples.labels(label, target.value).set(
+                counts[split][f"{target.value}_samples"]
+            )
+    return counts
+
+
+def _all_store_gauges(runtimes: list[PoolRuntime], asked: PoolRuntime) -> dict[str, dict[str, int]]:
+    """Every pool's gauges, fresh at each scrape; returns the asked pool's counts."""
+    counts = {r.name: _store_gauges(r.store, r.metrics) for r in runtimes}
+    return counts.get(asked.name) or _store_gauges(asked.store, asked.metrics)
+
+
+@router.get("/metrics", dependencies=require(Access.EPP))
+async def metrics(pool: RuntimeDep, pools: PoolsDep, registry: MetricRegistryDep) -> Response:
+    """llm-d's lines for the request's pool, then every series of every pool, labelled."""
+    counts = await run_in_threadpool(_all_store_gauges, pools.runtimes(), pool)
+    settings, bundle = pool.settings, pool.slot.published
     lines = legacy_lines(
         model_type=(bundle.model_type if bundle else settings.model_type).value,
         objective=(bundle.objective if bundle else settings.objective_type).value,
         quantile=bundle.quantile if bundle else settings.quantile_alpha,
         counts=counts,
-        last_ok=retrainer.state.last_success,
+        last_ok=pool.retrainer.state.last_success,
         importances=served_importances(bundle, settings),
     )
-    return Response(m.render(lines), media_type="text/plain; version=0.0.4; charset=utf-8")
+    body = ("\n".join(lines) + "\n").encode() + generate_latest(registry)
+    return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
@@ -14,7 +14,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from shared.schemas import BulkTrainingEnvelope, TrainingEntry
 from shared.web.auth import Access, require
 from shared.web.json_body import JSONBodyRoute
-from training_server.deps import MetricsDep, SettingsDep, StoreDep
+from shared.web.pool_prefix import pool_of
+from training_server.deps import PoolsDep, opened_pool
 
 # JSONBodyRoute: a bad JSON body (NaN, 1e999, not UTF-8) answers the contract's 422.
 router = APIRouter(route_class=JSONBodyRoute)
@@ -39,11 +40,15 @@ def validate_entries(
 
 @router.post("/add_training_data_bulk", status_code=202, dependencies=require(Access.EPP))
 async def add_training_data_bulk(
-    payload: BulkTrainingEnvelope, store: StoreDep, settings: SettingsDep, metrics: MetricsDep
+    payload: BulkTrainingEnvelope, request: Request, pools: PoolsDep
 ) -> dict[str, Any]:
-    """Stores every valid row in one transaction. One bad row costs only itself: the answer
-    is 202 with the rejected rows listed, or 422 when no row is valid."""
+    """Stores every valid row in one transaction, in the request's pool (created by its
+    first valid rows). One bad row costs only itself: the answer is 202 with the rejected
+    rows listed, or 422 when no row is valid."""
     started = time.perf_counter()
+    name = pool_of(request)
+    checked = pools.lookup(name)  # vacant for a new pool: it opens only for valid rows
+    settings, metrics = checked.settings, checked.metrics
     if len(payload.entries) > settings.max_rows_per_call:
         metrics.samples_rejected.labels("too_many_rows").inc(len(payload.entries))
         raise RequestValidationError(
@@ -63,6 +68,8 @@ async def add_training_data_bulk(
         metrics.samples_rejected.labels("invalid").inc(rejected)
     if not valid:
         raise RequestValidationError(errors)
+    pool = await opened_pool(pools, name)
+    store, metrics = pool.store, pool.metrics
     try:
         accepted = await run_in_threadpool(store.add_samples, valid)
     except SQLAlchemyError as exc:

@@ -1,0 +1,157 @@
+"""Two pools in one trainer and two prediction servers, each EPP configured the way llm-d's
+Go client is: TRAINING_SERVER_URL / PREDICTION_SERVER_URL set to http://svc/pools/<name>,
+to which the client appends its paths. Real processes on 127.0.0.1; one prediction server
+reads the trainer's model directory, the other mirrors the bundles over HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from devkit.processes import ServerProcess, free_port
+from devkit.synthetic import prediction_row, synthetic_rows
+from tests.polling import eventually
+
+POOLS = ("h200-llama", "b200-llama")
+SLOWER = {"h200-llama": 1.0, "b200-llama": 4.0}  # b200-llama's rows are 4x slower
+ROW = prediction_row()
+
+
+@dataclass(frozen=True)
+class GoClientUrls:
+    """What an EPP pointed at one pool is given, and the paths llm-d's client appends."""
+
+    training: str  # TRAINING_SERVER_URL
+    predictions: list[str]  # PREDICTION_SERVER_URL, comma-separated in the EPP's env
+
+    def add_training_data_bulk(self, rows: list[dict[str, Any]]) -> httpx.Response:
+        return httpx.post(f"{self.training}/add_training_data_bulk", json={"entries": rows})
+
+    def predict_bulk_strict(self, url: str, rows: list[dict[str, Any]]) -> httpx.Response:
+        return httpx.post(f"{url}/predict/bulk/strict", json={"requests": rows}, timeout=10)
+
+
+Cluster = tuple[ServerProcess, list[ServerProcess]]
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    base = {
+        "LATENCY_DB_URL": f"sqlite:///{tmp_path / 'store.db'}",
+        "LATENCY_MODEL_DIR": str(tmp_path / "models"),
+        "LATENCY_RETRAINING_INTERVAL_SEC": "1",
+        "LATENCY_N_ESTIMATORS": "30",
+        "MODEL_SYNC_INTERVAL_SEC": "0.2",
+        "LATENCY_WORKERS": "1",
+    }
+    trainer = ServerProcess("training_server", free_port(), base, tmp_path / "training.log")
+    shared_dir = ServerProcess("prediction_server", free_port(), base, tmp_path / "p-shared.log")
+    mirror_env = {
+        **base,
+        "LATENCY_MODEL_DIR": str(tmp_path / "mirror-models"),
+        "TRAINING_SERVER_URL": trainer.url,
+        "LATENCY_SYNC_FROM_TRAINER": "true",
+    }
+    mirror = ServerProcess("prediction_server", free_port(), mirror_env, tmp_path / "p-mirror.log")
+    servers = (trainer, shared_dir, mirror)
+    try:
+        for server in servers:
+            server.start()
+        yield trainer, [shared_dir, mirror]
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def slower(rows: list[dict[str, Any]], factor: float) -> list[dict[str, Any]]:
+    return [
+        {
+            **r,
+            "actual_ttft_ms": r["actual_ttft_ms"] * factor,
+            "actual_tpot_ms": r["actual_tpot_ms"] * factor,
+        }
+        for r in rows
+    ]
+
+
+def data_status(epp: GoClientUrls) -> dict[str, Any]:
+    status: dict[str, Any] = httpx.get(f"{epp.training}/data/status").json()
+    return status
+
+
+def stored(epp: GoClientUrls) -> int:
+    status = data_status(epp)
+    return int(status["training_data"]["total_samples"] + status["test_data"]["total_samples"])
+
+
+def served_everywhere(epp: GoClientUrls, stored_rows: int) -> str | None:
+    """The pool's version once it saw every row and both prediction servers serve it."""
+    status = data_status(epp)
+    version: str | None = status["model_version"]
+    seen = (status["last_retrain_detail"] or {}).get("max_sample_id") or 0
+    served = {httpx.get(f"{url}/status").json()["model_version"] for url in epp.predictions}
+    return version if version and seen >= stored_rows and served == {version} else None
+
+
+def test_two_pools_through_the_go_client_url_form(cluster: Cluster) -> None:
+    trainer, predictors = cluster
+    epps = {
+        pool: GoClientUrls(
+            f"{trainer.url}/pools/{pool}", [f"{p.url}/pools/{pool}" for p in predictors]
+        )
+        for pool in POOLS
+    }
+    for pool, epp in epps.items():
+        for url in epp.predictions:  # a fresh pool answers, from the prior
+            cold = epp.predict_bulk_strict(url, [ROW])
+            assert cold.status_code == 200 and cold.json()["model_version"] == "cold-start-prior"
+        for seed in range(4):  # the client's 1 s batches, 200 rows each
+            rows = slower(synthetic_rows(200, seed=10 * seed + len(pool)), SLOWER[pool])
+            assert epp.add_training_data_bulk(rows).status_code == 202
+
+    # One pool's bad rows: only they are refused, and no other pool's store moves.
+    bad = [{**r, "input_token_length": -5} for r in synthetic_rows(3, seed=99)]
+    assert epps["b200-llama"].add_training_data_bulk(bad).status_code == 422
+    half = epps["b200-llama"].add_training_data_bulk(bad + synthetic_rows(2, seed=98))
+    assert half.status_code == 202 and half.json()["rejected"] == 3
+    counts = {pool: stored(epp) for pool, epp in epps.items()}
+    assert counts == {"h200-llama": 800, "b200-llama": 802}
+    assert (
+        int(httpx.get(f"{trainer.url}/data/status").json()["training_data"]["total_samples"]) == 0
+    )
+
+    versions = {
+        pool: eventually(
+            lambda epp=epp, n=counts[pool]: served_everywhere(epp, n),  # type: ignore[misc]
+            90.0,
+            f"pool {pool} trained on every row and served by both prediction servers",
+        )
+        for pool, epp in epps.items()
+    }
+    assert versions["h200-llama"] != versions["b200-llama"]
+    for pool, epp in epps.items():
+        info = httpx.get(f"{epp.training}/model/download/info").json()
+        assert info["model_version"] == versions[pool]
+        for url in epp.predictions:
+            answer = epp.predict_bulk_strict(url, [ROW]).json()
+            assert answer["model_version"] == versions[pool]
+        lines = httpx.get(f"{epp.training}/metrics").text.splitlines()
+        assert all(float(line.rsplit(" ", 1)[1]) >= 0 for line in lines if not line.startswith("#"))
+        (retrain,) = {r["pool"] for r in httpx.get(f"{epp.training}/retrains").json()["retrains"]}
+        assert retrain == pool
+
+    fast, slow = (
+        epps[pool].predict_bulk_strict(epps[pool].predictions[1], [ROW]).json()["predictions"][0]
+        for pool in POOLS
+    )
+    assert slow["ttft_ms"] > 2 * fast["ttft_ms"] and slow["tpot_ms"] > 2 * fast["tpot_ms"]
+    # The default pool, unprefixed, saw none of it.
+    assert httpx.get(f"{trainer.url}/data/status").json()["model_version"] is None
+    for predictor in predictors:
+        assert httpx.get(f"{predictor.url}/status").json()["model_version"] == "cold-start-prior"
