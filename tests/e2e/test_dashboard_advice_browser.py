@@ -17,10 +17,6 @@ from advisor.report import write_document
 from devkit.processes import ServerProcess, free_port
 from tests.e2e.test_dashboard_browser import (
     ARTIFACTS,
-    CHROMIUM,
-    SKIP_BROWSER,
-    install_debian_chromium,
-    installed_chromium,
 )
 
 # What advisor.report.document writes, cut down to what the panel shows.
@@ -50,22 +46,6 @@ NOT_ENOUGH: dict[str, Any] = {
 GREEN, GREY, AMBER = "rgb(46, 125, 50)", "rgb(102, 102, 119)", "rgb(168, 100, 0)"
 
 
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    """As test_dashboard_browser's chromium_path: skipped only when told to."""
-    if SKIP_BROWSER:
-        pytest.skip("LATENCY_TEST_SKIP_BROWSER=1")
-    if installed_chromium() is None:
-        install_debian_chromium()
-    path = installed_chromium()
-    if path is None:
-        pytest.fail(
-            f"no chromium at {CHROMIUM} or on PATH (sudo apt-get install chromium), or set "
-            "LATENCY_TEST_SKIP_BROWSER=1 to skip this test knowingly"
-        )
-    return path
-
-
 @pytest.fixture
 def trainer(tmp_path: Path) -> Iterator[ServerProcess]:
     env = {
@@ -83,14 +63,14 @@ def trainer(tmp_path: Path) -> Iterator[ServerProcess]:
 
 
 def test_the_advice_panel_shows_each_state(
-    chromium: str, trainer: ServerProcess, tmp_path: Path
+    chromium_path: str, trainer: ServerProcess, tmp_path: Path
 ) -> None:
     from playwright.sync_api import sync_playwright  # a dev extra: only the browser tests
 
     path = tmp_path / "advice" / "pool-a.json"
     problems: list[str] = []
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, headless=True)
+        browser = playwright.chromium.launch(executable_path=chromium_path, headless=True)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.set_default_timeout(20_000)

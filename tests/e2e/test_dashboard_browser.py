@@ -45,22 +45,6 @@ def install_debian_chromium() -> None:
         subprocess.run(command, env=env, check=False, capture_output=True, timeout=900)
 
 
-@pytest.fixture(scope="module")
-def chromium_path() -> str:
-    if SKIP_BROWSER:
-        pytest.skip("LATENCY_TEST_SKIP_BROWSER=1")
-    if installed_chromium() is None:
-        install_debian_chromium()
-    path = installed_chromium()
-    if path is None:
-        pytest.fail(
-            f"no chromium at {CHROMIUM} or on PATH, and it could not be installed here (that "
-            "needs root and apt-get): run `sudo apt-get install chromium` (Debian/Ubuntu), or "
-            "set LATENCY_TEST_SKIP_BROWSER=1 to skip this test knowingly"
-        )
-    return path
-
-
 @pytest.fixture
 def servers(tmp_path: Path) -> Iterator[tuple[ServerProcess, ServerProcess]]:
     env = {

@@ -22,10 +22,6 @@ from devkit.synthetic import synthetic_rows
 from tests.e2e.test_dashboard_browser import (
     ARTIFACTS,
     CHARTS,
-    CHROMIUM,
-    SKIP_BROWSER,
-    install_debian_chromium,
-    installed_chromium,
 )
 
 POOL = "h200-llama"
@@ -37,22 +33,6 @@ class Pool(NamedTuple):
     train_samples: str  # as the header card shows them: "TTFT / TPOT"
     retrains: int
     verdict: str
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    """As test_dashboard_browser's chromium_path: skipped only when told to."""
-    if SKIP_BROWSER:
-        pytest.skip("LATENCY_TEST_SKIP_BROWSER=1")
-    if installed_chromium() is None:
-        install_debian_chromium()
-    path = installed_chromium()
-    if path is None:
-        pytest.fail(
-            f"no chromium at {CHROMIUM} or on PATH (sudo apt-get install chromium), or set "
-            "LATENCY_TEST_SKIP_BROWSER=1 to skip this test knowingly"
-        )
-    return path
 
 
 @pytest.fixture
@@ -119,7 +99,7 @@ def expect_pool(page: Any, name: str, pool: Pool) -> None:
 
 
 def test_the_pool_selector_switches_every_figure(
-    chromium: str, trainer: ServerProcess, tmp_path: Path
+    chromium_path: str, trainer: ServerProcess, tmp_path: Path
 ) -> None:
     from playwright.sync_api import sync_playwright  # a dev extra: only the browser tests
 
@@ -127,7 +107,7 @@ def test_the_pool_selector_switches_every_figure(
     problems: list[str] = []
     fetched: list[str] = []  # the paths the first page's scripts asked for, in order
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, headless=True)
+        browser = playwright.chromium.launch(executable_path=chromium_path, headless=True)
 
         def new_page() -> Any:
             opened = browser.new_page(viewport={"width": 1400, "height": 900})

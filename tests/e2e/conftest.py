@@ -1,0 +1,28 @@
+"""Fixtures the browser tests share."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.test_dashboard_browser import (
+    CHROMIUM,
+    SKIP_BROWSER,
+    install_debian_chromium,
+    installed_chromium,
+)
+
+
+@pytest.fixture(scope="module")
+def chromium_path() -> str:
+    if SKIP_BROWSER:
+        pytest.skip("LATENCY_TEST_SKIP_BROWSER=1")
+    if installed_chromium() is None:
+        install_debian_chromium()
+    path = installed_chromium()
+    if path is None:
+        pytest.fail(
+            f"no chromium at {CHROMIUM} or on PATH, and it could not be installed here (that "
+            "needs root and apt-get): run `sudo apt-get install chromium` (Debian/Ubuntu), or "
+            "set LATENCY_TEST_SKIP_BROWSER=1 to skip this test knowingly"
+        )
+    return path
