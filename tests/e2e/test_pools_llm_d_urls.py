@@ -145,6 +145,15 @@ def test_two_pools_through_the_go_client_url_form(cluster: Cluster) -> None:
         assert all(float(line.rsplit(" ", 1)[1]) >= 0 for line in lines if not line.startswith("#"))
         (retrain,) = {r["pool"] for r in httpx.get(f"{epp.training}/retrains").json()["retrains"]}
         assert retrain == pool
+        # The mirroring server reports each pool's version to that pool's fleet list.
+        eventually(
+            lambda epp=epp, pool=pool: any(  # type: ignore[misc]
+                s["model_version"] == versions[pool] and s["on_current_version"]
+                for s in httpx.get(f"{epp.training}/prediction_servers").json()["servers"]
+            ),
+            10.0,
+            f"a prediction server reporting {pool}'s version",
+        )
 
     fast, slow = (
         epps[pool].predict_bulk_strict(epps[pool].predictions[1], [ROW]).json()["predictions"][0]
