@@ -2,7 +2,7 @@
 process, read against the bare model call and a naive handler on the same rows.
 
     .venv/bin/python -m benchmarks.bench_predict [--batches 1,8,32,100,400]
-        [--concurrency 1,16,64] [--seconds 3] [--url URL]
+        [--concurrency 1,16,64] [--seconds 3] [--pool NAME]
 
 Trains a real bundle (the retrainer, shipped settings) on 20k rows resampled from the H200
 traces, starts one prediction server process (LATENCY_WORKERS=1) pinned to one CPU, and
@@ -14,34 +14,38 @@ the bare model call (XGBoost's C API predict on a ready float32 matrix, both tar
 naive handler (json, a pydantic object per row, a pandas DataFrame, DMatrix + predict, json),
 so the server's figures read as ratios measured in one run; and what the server's Prometheus
 metrics add to a call.
+
+A named pool (`--pool`, default "bench"; "" for none) gets its own bundle, trained the same
+way on the same rows in its part of the store, published in <model_dir>/pools/<name>; each
+cell is also measured on /pools/<name>/predict/bulk/strict, before or after the default
+pool's in turns, and both figures and named / default print at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
+import random
 import re
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+import httpx
 import orjson
 
 from benchmarks.common import pin, read_response, request_bytes, rss_mb, say, split_cpus
+from benchmarks.predict_references import Cells, pct, print_references
 from benchmarks.trace_files import all_trace_rows, prediction_rows, resample
 from devkit.processes import ServerProcess, free_port
-from shared.backends import backend_for
-from shared.features import build_matrix, columns_from_dicts
+from shared.pools import DEFAULT_POOL, POOL_NAME, POOL_NAME_RULE, pool_model_dir
 from shared.predictor import LoadedBundle, load_current_bundle
-from shared.schemas import PredictionRequest, TrainingEntry
+from shared.schemas import TrainingEntry
 from shared.settings import TrainingSettings
-from shared.targets import TARGETS, Target
+from shared.targets import TARGETS
 from shared.tree_eval import EVALUATOR
 from training_server.db import make_engine
 from training_server.metrics import TrainingMetrics
@@ -53,20 +57,24 @@ PROCESSING = re.compile(rb'"processing_time_ms":([0-9.eE+-]+)')
 MAX_CALLS_PER_CELL = 200_000
 
 
-def train_bundle(model_dir: Path, workdir: Path) -> LoadedBundle:
+def train_bundles(model_dir: Path, workdir: Path, pools: list[str]) -> dict[str, LoadedBundle]:
+    """Each pool's bundle, trained by the retrainer on the same rows (and the same held-out
+    split) in the pool's part of one store, published in the pool's model directory."""
     url = f"sqlite:///{workdir / 'store.db'}"
     upgrade(url)
     engine = make_engine(url)
-    store = SampleStore(engine, test_ratio=0.1)
-    store.add_samples(
-        [TrainingEntry.model_validate(r) for r in resample(all_trace_rows(), 20_000, seed=3)]
-    )
-    settings = TrainingSettings(db_url=url, model_dir=model_dir)
-    Retrainer(settings, store, TrainingMetrics(), trainer_slot(settings)).run_once()
+    rows = [TrainingEntry.model_validate(r) for r in resample(all_trace_rows(), 20_000, seed=3)]
+    bundles = {}
+    for pool in pools:
+        store = SampleStore(engine, test_ratio=0.1, rng=random.Random(3), pool=pool)
+        store.add_samples(rows)
+        settings = TrainingSettings(db_url=url, model_dir=pool_model_dir(model_dir, pool))
+        Retrainer(settings, store, TrainingMetrics(), trainer_slot(settings)).run_once()
+        bundle = load_current_bundle(settings.model_dir)
+        assert bundle is not None and all(bundle.has_model(t) for t in TARGETS)
+        bundles[pool] = bundle
     engine.dispose()
-    bundle = load_current_bundle(model_dir)
-    assert bundle is not None and all(bundle.has_model(t) for t in TARGETS)
-    return bundle
+    return bundles
 
 
 async def one_connection(
@@ -96,8 +104,12 @@ async def one_connection(
     return errors
 
 
-async def drive(port: int, body: bytes, concurrency: int, seconds: float) -> dict[str, Any]:
+async def drive(
+    port: int, body: bytes, concurrency: int, seconds: float, pool: str = DEFAULT_POOL
+) -> dict[str, Any]:
     request = request_bytes(port, body)
+    if pool != DEFAULT_POOL:
+        request = request.replace(b"POST /", f"POST /pools/{pool}/".encode(), 1)
     client_ms: list[float] = []
     server_ms: list[float] = []
     budget = [MAX_CALLS_PER_CELL]
@@ -118,110 +130,32 @@ async def drive(port: int, body: bytes, concurrency: int, seconds: float) -> dic
     }
 
 
-def pct(values: list[float], q: float) -> float:
-    return float(np.percentile(values, q)) if values else float("nan")
-
-
-def bare_call(bundle: LoadedBundle, rows: list[dict[str, Any]]) -> float:
-    """Seconds per call of the library alone: both targets on ready float32 matrices, through
-    its fastest entry point (XGBoost's C API predict call, as the server uses it)."""
-    columns = columns_from_dicts(rows)
-    matrices = {t: build_matrix(columns, bundle.features[t]) for t in TARGETS}
-    backend = backend_for(bundle.model_type)
-    return time_per_call(lambda: [backend.predict(bundle.models[t], matrices[t]) for t in TARGETS])
-
-
-def walk_call(bundle: LoadedBundle, rows: list[dict[str, Any]]) -> float:
-    """Seconds per call of the server's own tree walk (shared.tree_eval) on the same ready
-    matrices: what is left of a call once decoding and HTTP are taken away."""
-    columns = columns_from_dicts(rows)
-    matrices = {t: build_matrix(columns, bundle.features[t]) for t in TARGETS}
-    return time_per_call(lambda: [bundle.compiled[t].predict(matrices[t]) for t in TARGETS])
-
-
-def metrics_call() -> float:
-    """Seconds per call of what the server's Prometheus metrics add to a strict call."""
-    from prometheus_client import CollectorRegistry
-
-    from shared.web.predict_metrics import PredictMetrics
-
-    metrics = PredictMetrics(CollectorRegistry())
-    return time_per_call(lambda: metrics.observe("strict", 0.0004, 100))
-
-
-def naive_call(bundle: LoadedBundle, body: bytes) -> float:
-    """Seconds per call of the handler the existing service is built like."""
-    import pandas as pd
-    import xgboost as xgb
-
-    from shared.features import FEATURES, LABEL_FIELDS, code_column
-
-    boosters: dict[Target, xgb.Booster] = {}
-    for t in TARGETS:
-        booster = bundle.models[t]
-        assert isinstance(booster, xgb.Booster)  # the shipped settings train XGBoost
-        boosters[t] = booster
-
-    def handle() -> bytes:
-        rows = [PredictionRequest(**r) for r in json.loads(body)["requests"]]
-        frame = pd.DataFrame([r.model_dump() for r in rows])
-        for label in LABEL_FIELDS:  # the rows carry no label: every code is 0
-            frame[code_column(label)] = [0.0] * len(frame)
-        out = {}
-        for t in TARGETS:
-            names = bundle.features[t]
-            features = pd.DataFrame(
-                {
-                    n: FEATURES[n](
-                        {
-                            c: frame[c].to_numpy(dtype=float)
-                            for c in frame.columns
-                            if c not in LABEL_FIELDS
-                        }
-                    )
-                    for n in names
-                }
-            )
-            out[t.value] = boosters[t].predict(xgb.DMatrix(features))
-        return json.dumps(
-            {
-                "predictions": [
-                    {"ttft_ms": float(a), "tpot_ms": float(b)}
-                    for a, b in zip(out["ttft"], out["tpot"], strict=True)
-                ]
-            }
-        ).encode()
-
-    return time_per_call(handle)
-
-
-def time_per_call(fn: Callable[[], object], seconds: float = 1.0) -> float:
-    for _ in range(5):
-        fn()
-    times: list[float] = []
-    stop = time.perf_counter() + seconds
-    while time.perf_counter() < stop and len(times) < 100_000:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def measure_server(
-    port: int, trace: list[dict[str, Any]], batches: list[int], levels: list[int], seconds: float
-) -> dict[tuple[int, int], dict[str, Any]]:
-    """Every (batch size, concurrency) cell against the server, one table line each."""
+    port: int,
+    trace: list[dict[str, Any]],
+    batches: list[int],
+    levels: list[int],
+    seconds: float,
+    pool: str | None = None,
+) -> tuple[Cells, Cells]:
+    """Every (batch size, concurrency) cell against the server, one table line each (the
+    default pool's); with `pool`, every cell on that pool's route too, the two in turns."""
     say(
         f"\n{'rows':>5} {'conc':>5} {'calls/s':>9} {'rows/s':>10} {'client p50':>10} "
         f"{'p99':>7} {'server p50':>10} {'p99':>7} {'errors':>6}"
     )
-    results: dict[tuple[int, int], dict[str, Any]] = {}
+    results: Cells = {}
+    named: Cells = {}
+    pools = [DEFAULT_POOL] if pool is None else [DEFAULT_POOL, pool]
     for batch in batches:
         body = orjson.dumps({"requests": prediction_rows(resample(trace, batch, seed=batch))})
-        asyncio.run(drive(port, body, 1, 0.3))  # warm-up
+        for p in pools:
+            asyncio.run(drive(port, body, 1, 0.3, p))  # warm-up
         for level in levels:
-            r = asyncio.run(drive(port, body, level, seconds))
-            results[(batch, level)] = r
+            for p in pools if len(results) % 2 == 0 else pools[::-1]:
+                cells = results if p == DEFAULT_POOL else named
+                cells[(batch, level)] = asyncio.run(drive(port, body, level, seconds, p))
+            r = results[(batch, level)]
             calls_s = r["calls"] / r["elapsed"]
             say(
                 f"{batch:5d} {level:5d} {calls_s:9.0f} {calls_s * batch:10.0f} "
@@ -229,44 +163,33 @@ def measure_server(
                 f"{pct(r['server_ms'], 50):10.3f} {pct(r['server_ms'], 99):7.3f} "
                 f"{r['errors']:6d}"
             )
-    return results
+    return results, named
 
 
-def print_references(
-    bundle: LoadedBundle,
-    trace: list[dict[str, Any]],
-    results: dict[tuple[int, int], dict[str, Any]],
-    batches: list[int],
-    levels: list[int],
-) -> None:
-    """The bare model, our walk and the naive handler in this process, against the server's
-    best rows/s per batch size; then what the Prometheus metrics cost a call."""
+def print_pool_ratio(pool: str, results: Cells, named: Cells) -> None:
+    """The named pool's cells beside the default pool's: rows/s and the server's own
+    p50 / p99, each with named / default."""
     say(
-        f"\n## references in this process, same rows and model (rows/s)\n"
-        f"{'rows':>5} {'bare model':>11} {'our walk':>10} {'naive':>9} {'server best':>11} "
-        f"{'server/naive':>12} {'bare/server':>11}"
+        f"\n## pool {pool} (/pools/{pool}/predict/bulk/strict) against the default pool, "
+        f"same server and cells\n{'rows':>5} {'conc':>5} {'default rows/s':>14} "
+        f"{'named rows/s':>12} {'ratio':>6} {'server p50 def':>14} {'named':>7} {'ratio':>6} "
+        f"{'p99 def':>8} {'named':>7} {'ratio':>6} {'errors':>6}"
     )
-    for batch in batches:
-        rows = prediction_rows(resample(trace, batch, seed=batch))
-        body = orjson.dumps({"requests": rows})
-        validated = [PredictionRequest.model_validate(r).model_dump() for r in rows]
-        bare = batch / bare_call(bundle, validated)
-        walk = batch / walk_call(bundle, validated)
-        naive = batch / naive_call(bundle, body)
-        best = max(
-            results[(batch, c)]["calls"] / results[(batch, c)]["elapsed"] * batch for c in levels
-        )
+    ratios = []
+    for (batch, level), d in results.items():
+        n = named[(batch, level)]
+        rates = [r["calls"] / r["elapsed"] * batch for r in (d, n)]
+        p50s = [pct(r["server_ms"], 50) for r in (d, n)]
+        p99s = [pct(r["server_ms"], 99) for r in (d, n)]
+        ratios.append(rates[1] / rates[0])
         say(
-            f"{batch:5d} {bare:11.0f} {walk:10.0f} {naive:9.0f} {best:11.0f} "
-            f"{best / naive:12.1f} "
-            f"{bare / best:11.1f}"
+            f"{batch:5d} {level:5d} {rates[0]:14.0f} {rates[1]:12.0f} {ratios[-1]:6.2f} "
+            f"{p50s[0]:14.3f} {p50s[1]:7.3f} {p50s[1] / p50s[0]:6.2f} "
+            f"{p99s[0]:8.3f} {p99s[1]:7.3f} {p99s[1] / p99s[0]:6.2f} {n['errors']:6d}"
         )
-    cost_us = metrics_call() * 1e6
-    server_us = [pct(results[(b, c)]["server_ms"], 50) * 1000 for b in batches for c in levels]
     say(
-        f"\nPrometheus metrics per strict call: {cost_us:.1f} us = "
-        f"{100 * cost_us / max(server_us):.1f}-{100 * cost_us / min(server_us):.1f} % of the "
-        f"server's own p50 above"
+        f"named / default rows/s over the {len(ratios)} cells: {min(ratios):.2f}-"
+        f"{max(ratios):.2f}, median {statistics.median(ratios):.2f}"
     )
 
 
@@ -275,7 +198,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batches", default="1,8,32,100,400")
     parser.add_argument("--concurrency", default="1,16,64")
     parser.add_argument("--seconds", type=float, default=3.0)
-    return parser.parse_args()
+    parser.add_argument("--pool", default="bench", help='a named pool to measure too ("": none)')
+    args = parser.parse_args()
+    if args.pool and (args.pool == DEFAULT_POOL or not POOL_NAME.fullmatch(args.pool)):
+        parser.error(f"--pool {args.pool!r}: not a named pool ({POOL_NAME_RULE}, not default)")
+    return args
 
 
 def main() -> None:
@@ -286,7 +213,9 @@ def main() -> None:
     trace = all_trace_rows()
     with tempfile.TemporaryDirectory(prefix="bench-predict-") as tmp:
         workdir = Path(tmp)
-        bundle = train_bundle(workdir / "models", workdir)
+        pools = [DEFAULT_POOL, args.pool] if args.pool else [DEFAULT_POOL]
+        bundles = train_bundles(workdir / "models", workdir, pools)
+        bundle = bundles[DEFAULT_POOL]
         env = {"LATENCY_MODEL_DIR": str(workdir / "models"), "LATENCY_WORKERS": "1"}
         server = ServerProcess("prediction_server", free_port(), env, workdir / "server.log")
         server.start()
@@ -299,12 +228,20 @@ def main() -> None:
                 f"{server.pid} on CPU {server_cpu}, client on CPU {client_cpus}; "
                 f"RSS {rss_mb(server.pid):.0f} MB"
             )
-            results = measure_server(server.port, trace, batches, levels, args.seconds)
+            if args.pool:  # the server serves every published pool once it is ready
+                ready = httpx.get(f"{server.url}/pools/{args.pool}/readyz", trust_env=False)
+                assert ready.json()["model_version"] == bundles[args.pool].version, ready.text
+                say(f"pool {args.pool}: bundle {bundles[args.pool].version}, served")
+            results, named = measure_server(
+                server.port, trace, batches, levels, args.seconds, args.pool or None
+            )
             rss = rss_mb(server.pid)
         finally:
             server.stop()
         say(f"\nserver RSS after the run: {rss:.0f} MB")
         print_references(bundle, trace, results, batches, levels)
+        if args.pool:
+            print_pool_ratio(args.pool, results, named)
 
 
 if __name__ == "__main__":

@@ -50,13 +50,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     demo.add_argument("--training-port", type=int, default=8000)
     demo.add_argument("--prediction-port", type=int, default=8001)
     sub.add_parser("migrate", help="upgrade the store schema to the newest revision")
-    retrains = sub.add_parser("retrains", help="the last retrains with their held-out metrics")
-    retrains.add_argument("--url", default="http://127.0.0.1:8000", help="training server")
-    retrains.add_argument("-n", "--limit", type=int, default=10)
-    retrains.add_argument("--json", action="store_true", help="JSON instead of a table")
-    from latency_cli.calls import add_pool_argument
-
-    add_pool_argument(retrains)
+    _add_retrains(sub.add_parser("retrains", help="the last retrains with their metrics"))
     for name, help_text, add_arguments, handler in _tools():
         tool = sub.add_parser(name, help=help_text, description=help_text)
         add_arguments(tool)
@@ -88,12 +82,22 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"store at {url} is at the newest revision")
 
 
+def _add_retrains(retrains: argparse.ArgumentParser) -> None:
+    from latency_cli.calls import add_pool_argument
+
+    retrains.add_argument("--url", default="http://127.0.0.1:8000", help="training server")
+    retrains.add_argument("-n", "--limit", type=int, default=10)
+    retrains.add_argument("--json", action="store_true", help="JSON instead of a table")
+    add_pool_argument(retrains)
+
+
 def _tools() -> list[tuple[str, str, Any, Any]]:
     """(name, help, add_arguments, run) of the operator subcommands; each run returns the
     exit code and raises CliError (one line, exit 1) or UsageError (exit 2)."""
     from advisor import command as advise
     from latency_cli import bundle, pools, predict, status
     from poolsim import command as simulate
+    from poolsim import command_args as simulate_args
 
     return [
         ("status", status.HELP, status.add_arguments, status.run),
@@ -101,7 +105,7 @@ def _tools() -> list[tuple[str, str, Any, Any]]:
         ("predict", predict.HELP, predict.add_arguments, predict.run),
         ("export", bundle.EXPORT_HELP, bundle.add_export_arguments, bundle.run_export),
         ("import", bundle.IMPORT_HELP, bundle.add_import_arguments, bundle.run_import),
-        ("simulate", simulate.HELP, simulate.add_arguments, simulate.run),
+        ("simulate", simulate.HELP, simulate_args.add_arguments, simulate.run),
         ("advise", advise.HELP, advise.add_arguments, advise.run),
     ]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import httpx
 from fastapi import FastAPI
@@ -32,14 +32,10 @@ from shared.web.server import configure_logging
 GIL_SWITCH_INTERVAL_SEC = 0.0005
 
 
-def create_app(settings: PredictionSettings) -> FastAPI:
-    slot = BundleSlot(
-        prior_bundle(settings.model_type, settings.objective_type, settings.quantile_alpha)
-    )
-    metrics = PredictionMetrics(slot)
-    metrics.served(slot.serving.version, None)
-    watcher = ModelWatcher(settings, slot, metrics)
-    pools = ServedPools(settings, watcher)
+def _lifespan(
+    settings: PredictionSettings, watcher: ModelWatcher, pools: ServedPools
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Start-up and shutdown: the default pool's watcher and the named pools' discovery."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -64,7 +60,21 @@ def create_app(settings: PredictionSettings) -> FastAPI:
             await pools.close()
             await watcher.close()
 
-    app = FastAPI(title="latency-predictor prediction server", lifespan=lifespan)
+    return lifespan
+
+
+def create_app(settings: PredictionSettings) -> FastAPI:
+    slot = BundleSlot(
+        prior_bundle(settings.model_type, settings.objective_type, settings.quantile_alpha)
+    )
+    metrics = PredictionMetrics(slot)
+    metrics.served(slot.serving.version, None)
+    watcher = ModelWatcher(settings, slot, metrics)
+    pools = ServedPools(settings, watcher)
+    app = FastAPI(
+        title="latency-predictor prediction server",
+        lifespan=_lifespan(settings, watcher, pools),
+    )
     app.state.settings, app.state.slot, app.state.pools = settings, slot, pools
     # /metrics: the process's own series, then every pool's labelled by pool (PoolSeries).
     registry = CollectorRegistry()
