@@ -1,6 +1,6 @@
 """Many pools on one core: does every pool retrain within one retraining interval?
 
-    .venv/bin/python -m benchmarks.bench_pools [--pools 50] [--rows 1000] [--passes 3]
+    .venv/bin/python -m benchmarks.bench_pools [--pools 50] [--rows 1000] [--passes 3] [--no-keep]
         [--new-rows 100] [--interval 10] [--source traces|synthetic] [--profile] [--cpu N]
 
 Fills a real SQLite store (a temporary file) with `--rows` training rows in each of
@@ -12,6 +12,8 @@ thread does (its tick of a due pool is Retrainer.run_once). Before every pass bu
 each pool gets `--new-rows` new rows: a pool with none is skipped by design. After each
 pass, one pass of every pool's live calibration (the loop's other per-pool work, every
 LATENCY_CALIBRATION_INTERVAL_SEC). Then one pass with no new rows (every pool skips).
+A pass that follows one longer than `--interval` keeps each target's last model choice
+(label `Nk`), as the loop does for a pool whose tick comes late; `--no-keep` never does.
 
 Prints per pass: the total seconds, the per-pool p50 / p90 / max and mean of wall time, the
 mean of this process's CPU time (less than the wall time when other work shares the core),
@@ -115,12 +117,13 @@ class PassTimes:
     outcomes: Counter[str] = field(default_factory=Counter)
 
 
-def retrain_pass(runtimes: list[PoolRuntime]) -> PassTimes:
-    """Every pool's retrain once, in turn."""
+def retrain_pass(runtimes: list[PoolRuntime], keep: bool = False) -> PassTimes:
+    """Every pool's retrain once, in turn; `keep`: keeping each target's last model choice,
+    as PoolsLoop asks when a pool's tick comes late (retrain.target.KeptChoice)."""
     times = PassTimes()
     for runtime in runtimes:
         t0, c0 = time.perf_counter(), time.process_time()
-        outcome = runtime.retrainer.run_once()
+        outcome = runtime.retrainer.run_once(keep_choices=keep)
         times.wall.append(time.perf_counter() - t0)
         times.cpu.append(time.process_time() - c0)
         times.outcomes[outcome.value] += 1
@@ -167,13 +170,17 @@ def run_passes(runtimes: list[PoolRuntime], args: argparse.Namespace, source: Ro
         f"{'mean ms':>8} {'cpu ms':>8} {'fit in ' + format(args.interval, 'g') + ' s':>12} "
         f"{'calib s':>7}  outcomes\n{'(wall / cpu)':>73}"
     )
-    passes = []
+    passes: list[PassTimes] = []
     for k in range(args.passes):
         if k:  # new rows in every pool, or its retrain would be skipped
             for i, runtime in enumerate(runtimes):
                 add_rows(runtime, source(args.new_rows, 100_000 * k + i))
-        passes.append(retrain_pass(runtimes))
-        say(pass_line(str(k + 1), passes[-1], calibration_pass(runtimes), args.interval))
+        # The loop keeps choices for a pool whose tick is late: after a pass longer than
+        # the interval every pool waited longer than that for its turn.
+        behind = bool(passes) and sum(passes[-1].wall) > args.interval and not args.no_keep
+        passes.append(retrain_pass(runtimes, keep=behind))
+        label = f"{k + 1}{'k' if behind else ''}"
+        say(pass_line(label, passes[-1], calibration_pass(runtimes), args.interval))
     say(pass_line("skip", retrain_pass(runtimes), None, args.interval))
     wall = statistics.fmean([s for p in passes for s in p.wall])
     cpu = statistics.fmean([s for p in passes for s in p.cpu])
@@ -253,6 +260,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--interval", type=float, default=10.0)
     parser.add_argument("--source", choices=("traces", "synthetic"), default="traces")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--no-keep", action="store_true", help="choose the model at every retrain, behind or not"
+    )
     parser.add_argument("--cpu", type=int, help="the CPU to pin to (default: the first allowed)")
     return parser.parse_args()
 

@@ -45,8 +45,10 @@ class TargetFit:
     space: TargetSpace = TargetSpace.MS
     regimes: dict[str, dict[str, float | int]] = field(default_factory=dict)
     choice: str | None = None  # the candidate served (retrain.candidates)
-    # Out-of-fold pinball loss of every candidate considered (retrain.select).
+    # Out-of-fold pinball loss of every candidate considered (retrain.select); empty when
+    # the last choice was kept (retrain.target.KeptChoice).
     candidates: dict[str, float] = field(default_factory=dict)
+    chosen_on: int = 0  # training rows the choice was made on
     # The model as the prediction servers' walk evaluates it (shared.served.compile_model);
     # None: the library answers, as it does on a server for a model the walk cannot take.
     compiled: CompiledTrees | None = field(default=None, repr=False)

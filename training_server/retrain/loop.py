@@ -35,7 +35,7 @@ from training_server.retrain.publish import PublishedFollower, bundle_manifest, 
 from training_server.retrain.record import RetrainRun, record_failed, record_ok
 from training_server.retrain.records import RetrainRecord
 from training_server.retrain.schedule import RetrainSchedule, backoff_factor
-from training_server.retrain.target import train_target
+from training_server.retrain.target import KeptChoice, kept_choices, train_target
 from training_server.retrain.window import WindowBudget
 from training_server.retrain_table import to_columns
 from training_server.store import SampleStore
@@ -97,6 +97,7 @@ class Retrainer:
         metrics.is_leader.set(1 if self.leadership.is_leader else 0)
         self.published = PublishedFollower(settings.model_dir)
         self.state = RetrainState()
+        self.choices: dict[Target, KeptChoice] = {}  # each target's last choice
         self._leading = self.leadership.is_leader  # as of its last election (pools share it)
         self._elected = False  # the loop's first tick only elects
         self.window = WindowBudget(settings.max_training_window, settings.retraining_interval_sec)
@@ -118,6 +119,7 @@ class Retrainer:
         history = self.store.list_retrains(limit=1, ok_only=True)
         if history:
             last = self.state.last_success = history[0]
+            self.choices = kept_choices(last)
             if (
                 published is not None
                 and last.version == published.version
@@ -160,8 +162,9 @@ class Retrainer:
         history = self.store.list_retrains(limit=1, ok_only=True)
         self.state.last_success = history[0] if history else self.state.last_success
 
-    def run_once(self) -> Outcome:
-        """One retrain if new samples arrived (FOLLOWER when another replica leads)."""
+    def run_once(self, *, keep_choices: bool = False) -> Outcome:
+        """One retrain if new samples arrived (FOLLOWER when another replica leads);
+        `keep_choices`: refit each target's last choice instead of choosing again."""
         with self._lock:
             if not self._elect():
                 self._follow()
@@ -171,6 +174,7 @@ class Retrainer:
                 time.perf_counter(),
                 self.state.trained_through,
                 self.window.limit,
+                keep_choices,
             )
             try:
                 run.watermark = self.store.max_sample_id()
@@ -213,12 +217,15 @@ class Retrainer:
         for target in TARGETS:
             run.windows[target] = self.store.window(target, test=False, limit=run.window_limit)
             # The model is chosen per target among candidates (retrain.target, retrain.select).
-            fits[target] = train_target(
+            fits[target] = fit = train_target(
                 s,
                 target,
                 run.windows[target],
                 self.store.window(target, test=True, limit=s.max_test_data_size),
+                self.choices.get(target) if run.keep_choices else None,
             )
+            if fit.choice is not None:
+                self.choices[target] = KeptChoice(fit.choice, fit.log_offset, fit.chosen_on)
         return fits
 
     def _still_leading(self) -> bool:
@@ -293,8 +300,9 @@ class Retrainer:
             log.exception("could not record the failed retrain")
 
     # the loop's step (retrain.pools_loop runs it) ------------------------------------------
-    def tick(self) -> float:
-        """One tick: elect on the first, retrain when due on the others; returns the
+    def tick(self, *, behind: bool = False) -> float:
+        """One tick: elect on the first, retrain when due on the others (keeping each
+        target's last choice when the loop runs `behind` its interval); returns the
         seconds to the next tick."""
         try:
             if not self._elected:
@@ -302,7 +310,7 @@ class Retrainer:
                     self._elect()
                 self._elected = True
             elif self._due():
-                self.run_once()
+                self.run_once(keep_choices=behind)
         except Exception:  # see the module docstring: retrain errors never get here
             log.exception("retrainer tick failed; trying again next interval")
         return self.next_wait()

@@ -31,6 +31,7 @@ class RetrainRun:
     t0: float  # perf_counter at the start, for the duration
     watermark: int  # highest sample id this retrain sees
     window_limit: int  # rows per target it fits on
+    keep_choices: bool = False  # refit each target's last choice (retrain.target.KeptChoice)
     fits: dict[Target, TargetFit] = field(default_factory=dict)
     # The training rows of each target (columns, actual ms), for the legacy files.
     windows: dict[Target, tuple[Columns, np.ndarray]] = field(default_factory=dict)

@@ -1,0 +1,82 @@
+"""A retrain behind its interval keeps each target's last model choice: the same candidate,
+refitted on the new rows with the factor it was chosen with (retrain.target.KeptChoice),
+and the retrain loop asks for it only when a pool's tick comes late (retrain.pools_loop)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared.targets import TARGETS
+from tests.polling import eventually
+from tests.training_server.test_retrainer import add, make
+from training_server.retrain.live_factor import LiveCalibrator
+from training_server.retrain.loop import Retrainer
+from training_server.retrain.pools_loop import BUSY_SHARE, PoolsLoop
+from training_server.retrain.target import KEEP_ROWS_RATIO
+from training_server.store import SampleStore
+
+
+def test_a_kept_choice_is_refitted_and_made_again_when_the_rows_moved(
+    tmp_path: Path, store: SampleStore, migrated_url: str
+) -> None:
+    retrainer, published, _ = make(tmp_path, store, migrated_url, early_retrains=False)
+    add(store, 400, seed=1)
+    assert retrainer.run_once() == "ok"
+    chosen = dict(retrainer.choices)
+    first = store.list_retrains()[0]
+    assert all(first.model_candidates and first.model_candidates[t.value] for t in TARGETS)
+
+    add(store, 40, seed=2)
+    assert retrainer.run_once(keep_choices=True) == "ok"
+    kept = store.list_retrains()[0]
+    assert kept.model_candidates == {t.value: {} for t in TARGETS}  # no choice was made
+    assert kept.max_sample_id > first.max_sample_id and len(published) == 2
+    for target in TARGETS:
+        assert kept.target(target).model_choice == chosen[target].name
+        assert published[-1].log_offsets.get(target, 0.0) == published[0].log_offsets.get(
+            target, 0.0
+        )
+    assert retrainer.choices == chosen
+
+    # Past KEEP_ROWS_RATIO more rows the choice is made again, even when asked to keep it.
+    add(store, int(440 * KEEP_ROWS_RATIO), seed=3)
+    assert retrainer.run_once(keep_choices=True) == "ok"
+    again = store.list_retrains()[0]
+    assert all(again.model_candidates and again.model_candidates[t.value] for t in TARGETS)
+
+
+@dataclass(frozen=True)
+class OnePool:
+    name: str
+    retrainer: Retrainer
+    calibrator: LiveCalibrator
+
+
+def test_the_loop_counts_its_busy_share_and_a_busy_tick_keeps_the_choice(
+    tmp_path: Path, store: SampleStore, migrated_url: str
+) -> None:
+    retrainer, _, metrics = make(
+        tmp_path, store, migrated_url, early_retrains=False, retraining_interval_sec=0.01
+    )
+    calibrator = LiveCalibrator(
+        retrainer.settings, store, metrics, retrainer.slot, lambda: retrainer.is_leader
+    )
+    pool = OnePool("default", retrainer, calibrator)
+    loop = PoolsLoop(
+        lambda: [pool], retrainer.leadership, calibration_interval_sec=60, wake=threading.Event()
+    )
+    add(store, 400, seed=4)
+    loop.run_due()  # the first tick elects
+    assert loop.busy_share(3600.0) < 0.01
+    eventually(lambda: loop.run_due() >= 0 and len(store.list_retrains()) == 1, 10.0, "a retrain")
+    duration = store.list_retrains()[0].duration_s
+    assert loop.busy_share(3600.0) >= duration / 3600.0  # the retrain's tick, counted
+    assert loop.busy_share(1e-9) == 0.0  # and forgotten once out of the window
+
+    add(store, 40, seed=5)
+    retrainer.tick(behind=True)  # what the loop asks past BUSY_SHARE
+    (late, _first) = store.list_retrains()
+    assert late.model_candidates == {t.value: {} for t in TARGETS}
+    assert 0 < BUSY_SHARE < 1
