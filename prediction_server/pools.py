@@ -64,6 +64,7 @@ class ServedPools:
         # One low-priority loader thread for every named pool's bundles.
         self._loads = ThreadPoolExecutor(1, "pool-watchers", initializer=lower_priority)
         self._trainer: httpx.AsyncClient | None = None
+        self._failing = False
 
     def serving(self, pool: str) -> LoadedBundle:
         served = self.pools.get(pool)
@@ -94,7 +95,10 @@ class ServedPools:
     async def _published_pools(self) -> list[str]:
         if self._trainer is None:
             return list(pool_dirs(self.settings.model_dir))
-        listed = (await self._trainer.get("/pools")).raise_for_status().json()["pools"]
+        reply = await self._trainer.get("/pools")
+        if reply.status_code == 404:  # a trainer from before pools: its one pool is ours
+            return []
+        listed = reply.raise_for_status().json()["pools"]
         return [str(p["name"]) for p in listed]
 
     async def discover(self) -> list[str]:
@@ -134,6 +138,13 @@ class ServedPools:
         while True:
             try:
                 await self.discover()
+                self._failing = False
             except (httpx.HTTPError, ValueError, KeyError, OSError) as exc:
-                log.warning("pool discovery failed: %s", exc)
+                # Once per outage: the watchers' own sync warnings tell the rest.
+                log.log(
+                    logging.DEBUG if self._failing else logging.WARNING,
+                    "pool discovery failed: %s",
+                    exc,
+                )
+                self._failing = True
             await asyncio.sleep(self.settings.model_sync_interval_sec)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import Any
 
+import httpx
 from fastapi import APIRouter, Request, Response
 from prometheus_client import generate_latest
 
@@ -95,7 +97,8 @@ async def reload(request: Request, pools: PoolsDep) -> dict[str, Any]:
     yet, for the pool)."""
     watcher = await pool_watcher(request)
     if watcher is None:
-        await pools.discover()
+        with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, OSError):
+            await pools.discover()  # a trainer away: the pool answers from the prior
         watcher = await pool_watcher(request)
     synced, loaded = await watcher.reload() if watcher else (False, False)
     bundle = watcher.slot.serving if watcher else pools.prior.serving
