@@ -13,7 +13,7 @@ from fastapi import Depends, Request
 from prometheus_client import CollectorRegistry
 
 from prediction_server.metrics import PredictionMetrics
-from prediction_server.pools import ServedPools
+from prediction_server.pools import ServedPool, ServedPools
 from prediction_server.watcher import ModelWatcher
 from shared.predictor import LoadedBundle
 from shared.settings import PredictionSettings
@@ -30,26 +30,32 @@ async def _serving(request: Request) -> LoadedBundle:
     return pools.serving(pool)
 
 
+def _named(request: Request) -> ServedPool | None:
+    """The named pool of the request as served; None for the default pool or a pool not
+    served yet."""
+    pool = request.scope.get(SCOPE_KEY)
+    served: ServedPool | None = None if pool is None else request.app.state.pools.pools.get(pool)
+    return served
+
+
 async def _metrics(request: Request) -> PredictionMetrics:
     # A pool not served yet counts under the default pool: made-up names add no series.
-    pool = request.scope.get(SCOPE_KEY)
-    served = None if pool is None else request.app.state.pools.pools.get(pool)
+    served = _named(request)
     metrics: PredictionMetrics = served.metrics if served else request.app.state.metrics
     return metrics
 
 
 async def pool_watcher(request: Request) -> ModelWatcher | None:
     """The pool's watcher; None for a pool not served yet."""
-    pool = request.scope.get(SCOPE_KEY)
-    if pool is None:
+    if SCOPE_KEY not in request.scope:
         return request.app.state.watcher  # type: ignore[no-any-return]
-    served = request.app.state.pools.pools.get(pool)
+    served = _named(request)
     return served.watcher if served else None
 
 
 async def _settings(request: Request) -> PredictionSettings:
     """The pool's settings (its model directory and trainer URL)."""
-    served = request.app.state.pools.pools.get(request.scope.get(SCOPE_KEY))
+    served = _named(request)
     settings: PredictionSettings = served.settings if served else request.app.state.settings
     return settings
 

@@ -35,8 +35,7 @@ PoolsDep = Annotated[PoolRegistry, Depends(_pools)]
 
 
 async def _runtime(request: Request, pools: PoolsDep) -> PoolRuntime:
-    name = pool_of(request)
-    return pools.default if name == "default" else pools.lookup(name)
+    return pools.lookup(pool_of(request))
 
 
 RuntimeDep = Annotated[PoolRuntime, Depends(_runtime)]
@@ -92,14 +91,8 @@ async def _published(runtime: RuntimeDep) -> LoadedBundle | None:
     return runtime.slot.published
 
 
-async def _serving(request: Request) -> LoadedBundle:
-    # The hot path: no runtime for the default pool, one dict lookup for a named one.
-    name = pool_of(request)
-    if name == "default":
-        return request.app.state.slot.serving  # type: ignore[no-any-return]
-    pools: PoolRegistry = request.app.state.pools
-    runtime = pools.get(name)
-    return (runtime.slot if runtime is not None else pools.default_prior).serving
+async def _serving(request: Request, pools: PoolsDep) -> LoadedBundle:
+    return pools.serving(pool_of(request))
 
 
 SettingsDep = Annotated[TrainingSettings, Depends(_settings)]

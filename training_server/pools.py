@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry
 from shared.artifact import BundleError
 from shared.live_calibration import remove_live_calibration
 from shared.pools import DEFAULT_POOL, pool_dirs, pool_model_dir
-from shared.predictor import load_current_bundle
+from shared.predictor import LoadedBundle, load_current_bundle
 from shared.settings import LegacyArtifacts, TrainingSettings
 from shared.slot import BundleSlot
 from training_server.leadership import Leadership
@@ -94,13 +94,17 @@ class PoolRegistry:
     def max_pools(self) -> int:
         return self.settings.max_pools
 
+    def _pool_settings(self, name: str) -> TrainingSettings:
+        """The service's settings with the pool's own model directory."""
+        return self.settings.model_copy(
+            update={"model_dir": pool_model_dir(self.settings.model_dir, name)}
+        )
+
     def _build(
         self, name: str, slot: BundleSlot | None = None, metrics: TrainingMetrics | None = None
     ) -> PoolRuntime:
         """A pool's runtime, resumed from the store and its model directory."""
-        settings = self.settings.model_copy(
-            update={"model_dir": pool_model_dir(self.settings.model_dir, name)}
-        )
+        settings = self._pool_settings(name)
         store = self._store if name == DEFAULT_POOL else self._store.for_pool(name)
         slot = _serve_published(slot or trainer_slot(settings), settings)
         metrics = metrics or TrainingMetrics()
@@ -142,10 +146,14 @@ class PoolRegistry:
         runtime = self._pools.get(name)
         return runtime if runtime is not None else self._vacant(name)
 
+    def serving(self, name: str) -> LoadedBundle:
+        """What a pool's predictions come from: its bundle, or the prior (no runtime is
+        built for a pool that does not exist)."""
+        runtime = self._pools.get(name)
+        return (runtime.slot if runtime is not None else self.default_prior).serving
+
     def _vacant(self, name: str) -> PoolRuntime:
-        settings = self.settings.model_copy(
-            update={"model_dir": pool_model_dir(self.settings.model_dir, name)}
-        )
+        settings = self._pool_settings(name)
         store = self._store.for_pool(name)
         # Its own slot: nothing may publish into the prior every vacant pool answers with.
         slot, metrics = trainer_slot(settings), TrainingMetrics()

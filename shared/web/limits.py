@@ -161,11 +161,17 @@ class RequestLimits:
         retry_after: bool = False,
     ) -> None:
         self.refused.labels(path if path in BODY_ROUTES else "other", reason).inc()
-        headers = [(b"content-type", b"application/json")]
-        if retry_after:
-            headers.append((b"retry-after", b"1"))
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": orjson.dumps({"detail": detail})})
+        extra = ((b"retry-after", b"1"),) if retry_after else ()
+        await send_json(send, status, {"detail": detail}, extra)
+
+
+async def send_json(
+    send: Send, status: int, content: object, extra_headers: tuple[tuple[bytes, bytes], ...] = ()
+) -> None:
+    """A whole JSON answer from a pure ASGI layer, before any route runs."""
+    headers = [(b"content-type", b"application/json"), *extra_headers]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": orjson.dumps(content)})
 
 
 def refused_counter(registry: CollectorRegistry) -> Counter:

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from starlette.requests import HTTPConnection
 
 from shared.pools import DEFAULT_POOL, PoolNameError, checked_pool_name
-from shared.web.limits import ASGIApp, Receive, Scope, Send
+from shared.web.limits import ASGIApp, Receive, Scope, Send, send_json
 
 PREFIX = "/pools/"
 SCOPE_KEY = "latency.pool"
@@ -52,7 +51,8 @@ class PoolPrefix:
         try:
             split = split_pool_path(path)
         except PoolNameError as exc:
-            await _invalid_pool(send, str(exc))
+            detail = [{"loc": ["path", "pool"], "msg": str(exc), "type": "value_error"}]
+            await send_json(send, 422, {"detail": detail})
             return
         if split is None:
             await self.app(scope, receive, send)
@@ -63,20 +63,3 @@ class PoolPrefix:
         child["raw_path"] = route.encode()
         child[SCOPE_KEY] = pool
         await self.app(child, receive, send)
-
-
-async def _invalid_pool(send: Send, message: str) -> None:
-    body = orjson.dumps(
-        {"detail": [{"loc": ["path", "pool"], "msg": message, "type": "value_error"}]}
-    )
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 422,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})

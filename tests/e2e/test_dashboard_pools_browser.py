@@ -17,8 +17,9 @@ import httpx
 import pytest
 
 from advisor.report import write_document
-from devkit.processes import ServerProcess, free_port
+from devkit.processes import ServerProcess
 from devkit.synthetic import synthetic_rows
+from tests.e2e.test_cli_status import server_env, started
 from tests.e2e.test_dashboard_browser import (
     ARTIFACTS,
     CHARTS,
@@ -37,17 +38,9 @@ class Pool(NamedTuple):
 
 @pytest.fixture
 def trainer(tmp_path: Path) -> Iterator[ServerProcess]:
-    env = {
-        "LATENCY_DB_URL": f"sqlite:///{tmp_path / 'store.db'}",
-        "LATENCY_MODEL_DIR": str(tmp_path / "models"),
-        "LATENCY_N_ESTIMATORS": "10",
-        "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "50",
-        "LATENCY_RETRAINING_INTERVAL_SEC": "3600",
-        "LATENCY_EARLY_RETRAINS": "false",  # the test retrains with POST /retrain
-    }
-    server = ServerProcess("training_server", free_port(), env, tmp_path / "training.log")
+    server = started("training_server", server_env(tmp_path), tmp_path / "training.log")
     try:
-        yield server.start()
+        yield server
     finally:
         server.stop()
 

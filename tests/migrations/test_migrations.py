@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -15,21 +13,12 @@ from sqlalchemy import Column, Engine, Integer, MetaData, inspect, select, text
 from devkit.synthetic import synthetic_rows
 from shared.schemas import TrainingEntry
 from shared.targets import Target
-from training_server.db import make_engine
 from training_server.migrate import alembic_config, downgrade, upgrade
 from training_server.retrain.records import RetrainRecord, TargetRecord
 from training_server.store import SampleStore
 from training_server.tables import metadata
 
 APP_TABLES = {"samples", "retrains"}
-
-
-@pytest.fixture
-def engine(db_url: str) -> Iterator[Engine]:
-    """Connects with the URL itself, so PostgreSQL inspects the test schema (search_path)."""
-    engine = make_engine(db_url)
-    yield engine
-    engine.dispose()
 
 
 def tables(engine: Engine) -> set[str]:

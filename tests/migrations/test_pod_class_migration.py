@@ -4,17 +4,13 @@ exactly the column (SQLite's copy of the table keeps AUTOINCREMENT and the index
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
-import pytest
 from sqlalchemy import Engine, inspect, select, text
 
 from devkit.synthetic import synthetic_rows
 from shared.features import pod_class_code
 from shared.schemas import TrainingEntry
 from shared.targets import Target
-from training_server.db import make_engine
 from training_server.migrate import downgrade, upgrade
 from training_server.store import SampleStore
 from training_server.tables import samples
@@ -28,13 +24,6 @@ OLD_ROW = (
     "('2026-12-04 10:00:00', '2026-12-04 10:00:00', 0.5, 100, 0, 1, 1, 0.0, '', 0, 0, 0, 0, "
     "42.0, 0.0, 1, :is_test, 20)"
 )
-
-
-@pytest.fixture
-def engine(db_url: str) -> Iterator[Engine]:
-    engine = make_engine(db_url)
-    yield engine
-    engine.dispose()
 
 
 def columns(engine: Engine) -> set[str]:

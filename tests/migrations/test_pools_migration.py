@@ -4,16 +4,12 @@ window indexes lead with the pool, and a downgrade restores the 0005 indexes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from sqlalchemy import Engine, inspect, text
 
 from devkit.synthetic import synthetic_rows
 from shared.schemas import TrainingEntry
 from shared.targets import Target
 from tests.migrations.test_pod_class_migration import OLD_ROW
-from training_server.db import make_engine
 from training_server.migrate import downgrade, upgrade
 from training_server.store import SampleStore
 
@@ -21,13 +17,6 @@ OLD_RETRAIN = (
     "INSERT INTO retrains (started_at, duration_s, status, model_type, objective, quantile, "
     "max_sample_id) VALUES ('2026-12-04 10:00:00', 1.0, 'ok', 'xgboost', 'quantile', 0.9, 1)"
 )
-
-
-@pytest.fixture
-def engine(db_url: str) -> Iterator[Engine]:
-    engine = make_engine(db_url)
-    yield engine
-    engine.dispose()
 
 
 def index_columns(engine: Engine) -> dict[str, list[str]]:
