@@ -32,12 +32,11 @@ from latency_cli.calls import (
     client,
     detail,
     http_url,
-    pooled,
     reason,
     unreachable,
 )
 from latency_cli.table import size
-from shared.pools import pool_model_dir
+from shared.pools import pool_model_dir, pool_url
 
 EXPORT_HELP = "download the training server's current model bundle (.tar.gz)"
 IMPORT_HELP = "publish a bundle archive on a training server or into a model directory"
@@ -95,7 +94,7 @@ def _at_least_one(value: str) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    url = pooled(args.url, args.pool)
+    url = pool_url(args.url, args.pool)
     with client() as c:
         try:
             with c.stream("GET", f"{url}/model/export") as reply:
@@ -181,7 +180,7 @@ def run_import(args: argparse.Namespace) -> int:
             "version; servers on this directory load it at their next poll"
         )
         return 0
-    url = pooled(args.url, args.pool)
+    url = pool_url(args.url, args.pool)
     with client() as c:
         reply = call(
             c,

@@ -60,11 +60,6 @@ def add_pool_argument(
     )
 
 
-def pooled(url: str, pool: str) -> str:
-    """The base URL of `pool`'s routes on the server at `url` (the servers' PoolPrefix)."""
-    return url if pool == DEFAULT_POOL else f"{url}/pools/{pool}"
-
-
 def client() -> httpx.Client:
     # trust_env=False: no proxy or netrc from the environment; the request goes to the URL.
     # The servers' own token settings (LATENCY_API_TOKEN[_FILE]) authorise admin calls such

@@ -68,10 +68,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         run_demo(parsed)
     elif parsed.command == "retrains":
-        from latency_cli.calls import pooled
         from latency_cli.retrains import show_retrains
+        from shared.pools import pool_url
 
-        url = pooled(parsed.url.rstrip("/"), parsed.pool)
+        url = pool_url(parsed.url.rstrip("/"), parsed.pool)
         raise SystemExit(show_retrains(url, parsed.limit, parsed.json))
     elif parsed.command == "migrate":
         from shared.settings import TrainingSettings

@@ -25,9 +25,9 @@ from latency_cli.calls import (
     client,
     detail,
     http_url,
-    pooled,
 )
 from latency_cli.table import align
+from shared.pools import pool_url
 from shared.schemas import PredictionRequest
 
 HELP = "predict TTFT and TPOT for one request row"
@@ -85,7 +85,7 @@ def _field_help(name: str, kind: type) -> str:
 
 def run(args: argparse.Namespace) -> int:
     row = build_row(args)
-    url = pooled(args.url, args.pool)
+    url = pool_url(args.url, args.pool)
     with client() as c:
         reply = call(c, "POST", url, "/predict", "prediction server", json=row)
     if reply.status_code == 422:

@@ -27,9 +27,9 @@ from latency_cli.calls import (
     call,
     client,
     http_url,
-    pooled,
 )
 from latency_cli.table import align, duration
+from shared.pools import pool_url
 from shared.targets import TARGETS
 
 HELP = "health, model versions, samples and the last retrain of every server"
@@ -62,8 +62,8 @@ def url_list(value: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    urls = [pooled(u, args.pool) for u in args.prediction_url or [PREDICTION_URL]]
-    report = gather(pooled(args.training_url, args.pool), urls)
+    urls = [pool_url(u, args.pool) for u in args.prediction_url or [PREDICTION_URL]]
+    report = gather(pool_url(args.training_url, args.pool), urls)
     report["pool"] = args.pool
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0 if report["all_up"] else 1

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
-import httpx
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
-from prediction_server.metrics import PredictionMetrics
 from prediction_server.pools import ServedPools
 from prediction_server.routes import ops, predict
-from prediction_server.watcher import ModelWatcher
 from shared.lean import keep_scikit_learn_out
-from shared.predictor import prior_bundle
 from shared.settings import PredictionSettings
-from shared.slot import BundleSlot
 from shared.web import auth
 from shared.web.limits import RequestLimits, refused_counter
 from shared.web.pool_metrics import PoolSeries
@@ -33,49 +26,30 @@ GIL_SWITCH_INTERVAL_SEC = 0.0005
 
 
 def _lifespan(
-    settings: PredictionSettings, watcher: ModelWatcher, pools: ServedPools
+    settings: PredictionSettings, pools: ServedPools
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    """Start-up and shutdown: the default pool's watcher and the named pools' discovery."""
+    """Start-up and shutdown: every pool's watcher, and the discovery of new pools."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_SEC)
         settings.model_dir.mkdir(parents=True, exist_ok=True)
-        watcher.open()
-        pools.open()
-        await watcher.check()  # serve the published bundle from the first request on
-        with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, OSError):
-            await pools.discover()  # and every pool's (else the next look finds them)
-        tasks = [
-            asyncio.create_task(watcher.run(), name="model-watcher"),
-            asyncio.create_task(pools.run(), name="pool-discovery"),
-        ]
+        await pools.start()
         try:
             yield
         finally:
-            for task in tasks:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
             await pools.close()
-            await watcher.close()
 
     return lifespan
 
 
 def create_app(settings: PredictionSettings) -> FastAPI:
-    slot = BundleSlot(
-        prior_bundle(settings.model_type, settings.objective_type, settings.quantile_alpha)
-    )
-    metrics = PredictionMetrics(slot)
-    metrics.served(slot.serving.version, None)
-    watcher = ModelWatcher(settings, slot, metrics)
-    pools = ServedPools(settings, watcher)
+    pools = ServedPools(settings)  # every pool, the default included: the routes' one lookup
     app = FastAPI(
         title="latency-predictor prediction server",
-        lifespan=_lifespan(settings, watcher, pools),
+        lifespan=_lifespan(settings, pools),
     )
-    app.state.settings, app.state.slot, app.state.pools = settings, slot, pools
+    app.state.settings, app.state.pools = settings, pools
     # /metrics: the process's own series, then every pool's labelled by pool (PoolSeries).
     registry = CollectorRegistry()
     registry.register(PoolSeries(pools.metric_registries))
@@ -86,7 +60,6 @@ def create_app(settings: PredictionSettings) -> FastAPI:
         max_body_bytes=settings.max_body_bytes,
         refused=refused_counter(registry),
     )
-    app.state.metrics, app.state.watcher = metrics, watcher
 
     # Guarded only when configured: otherwise the hot path resolves no guard at all.
     epp = auth.require(auth.Access.EPP) if settings.protect_epp_routes else []

@@ -1,8 +1,9 @@
 """What create_app built, handed to the routes as Annotated dependencies.
 
-The bundle, the watcher and the metrics are the pool's of the request (its `/pools/<name>`
-prefix, else `default`; shared.web.pool_prefix); the settings are the server's for every
-pool. The default pool takes one scope lookup more than a single-pool server did.
+Everything a pool owns (its bundle, watcher, metrics, settings) is the pool's of the request,
+looked up in one table (ServedPools.resolve) by the request's `/pools/<name>` prefix, else
+`default` (shared.web.pool_prefix). The server-wide ones (its settings, the pool table, the
+/metrics registry) come from app.state.
 """
 
 from __future__ import annotations
@@ -17,53 +18,40 @@ from prediction_server.pools import ServedPool, ServedPools
 from prediction_server.watcher import ModelWatcher
 from shared.predictor import LoadedBundle
 from shared.settings import PredictionSettings
-from shared.web.pool_prefix import SCOPE_KEY
+from shared.web.pool_prefix import pool_of
 from shared.web.state import from_state
 
 
-async def _serving(request: Request) -> LoadedBundle:
-    # One reference per request: TTFT and TPOT always come from the same bundle.
-    pool = request.scope.get(SCOPE_KEY)
-    if pool is None:
-        return request.app.state.slot.serving  # type: ignore[no-any-return]
+async def served_pool(request: Request) -> ServedPool:
+    """The request's pool, as served (a vacant view of a pool not served yet)."""
     pools: ServedPools = request.app.state.pools
-    return pools.serving(pool)
+    return pools.resolve(pool_of(request))
 
 
-def _named(request: Request) -> ServedPool | None:
-    """The named pool of the request as served; None for the default pool or a pool not
-    served yet."""
-    pool = request.scope.get(SCOPE_KEY)
-    served: ServedPool | None = None if pool is None else request.app.state.pools.pools.get(pool)
-    return served
+PoolDep = Annotated[ServedPool, Depends(served_pool)]
 
 
-async def _metrics(request: Request) -> PredictionMetrics:
-    # A pool not served yet counts under the default pool: made-up names add no series.
-    served = _named(request)
-    metrics: PredictionMetrics = served.metrics if served else request.app.state.metrics
-    return metrics
+async def _serving(pool: PoolDep) -> LoadedBundle:
+    # One reference per request: TTFT and TPOT always come from the same bundle.
+    return pool.slot.serving
 
 
-async def pool_watcher(request: Request) -> ModelWatcher | None:
-    """The pool's watcher; None for a pool not served yet."""
-    if SCOPE_KEY not in request.scope:
-        return request.app.state.watcher  # type: ignore[no-any-return]
-    served = _named(request)
-    return served.watcher if served else None
+async def _metrics(pool: PoolDep) -> PredictionMetrics:
+    return pool.metrics
 
 
-async def _settings(request: Request) -> PredictionSettings:
-    """The pool's settings (its model directory and trainer URL)."""
-    served = _named(request)
-    settings: PredictionSettings = served.settings if served else request.app.state.settings
-    return settings
+async def _watcher(pool: PoolDep) -> ModelWatcher | None:
+    return pool.watcher
+
+
+async def _settings(pool: PoolDep) -> PredictionSettings:
+    return pool.settings
 
 
 ServingBundle = Annotated[LoadedBundle, Depends(_serving)]
 SettingsDep = Annotated[PredictionSettings, from_state("settings")]  # the server's own
 PoolSettingsDep = Annotated[PredictionSettings, Depends(_settings)]
 MetricsDep = Annotated[PredictionMetrics, Depends(_metrics)]
-WatcherDep = Annotated[ModelWatcher | None, Depends(pool_watcher)]
+WatcherDep = Annotated[ModelWatcher | None, Depends(_watcher)]
 PoolsDep = Annotated[ServedPools, from_state("pools")]
 MetricRegistryDep = Annotated[CollectorRegistry, from_state("metric_registry")]

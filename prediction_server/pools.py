@@ -1,12 +1,15 @@
-"""ServedPools: the named pools a prediction server serves, beside its default pool.
+"""ServedPools: the prediction server's one table from a pool's name to what serves it.
 
-Each named pool is a slot, a ModelWatcher and metrics of its own, built from the default
-pool's settings with the pool's model directory (<model_dir>/pools/<name>) and, when the
-server knows the trainer, the pool's trainer URL (<TRAINING_SERVER_URL>/pools/<name>), so
-the watcher mirrors and reports exactly as the default pool's does. Pools are found on
-every sync interval: in the shared model directory, or from the trainer's GET /pools when
-bundles are mirrored. A pool not found yet answers from the cold-start prior, as a fresh
-server does; at most LATENCY_MAX_POOLS pools are served (the default counts).
+Every pool, `default` included, is a ServedPool: its settings, slot, ModelWatcher and
+metrics. The default pool is built at start-up from the server's own settings; a named pool
+from the same settings pointed at its model directory (<model_dir>/pools/<name>) and, when
+the server knows the trainer, at the pool's trainer URL (<TRAINING_SERVER_URL>/pools/<name>),
+so its watcher mirrors and reports exactly as the default pool's does. Named pools are found
+on every sync interval: in the shared model directory, or from the trainer's GET /pools when
+bundles are mirrored. `resolve` is the one lookup the routes use: a pool not found yet is a
+vacant view answering from the cold-start prior, as a fresh server does (no watcher, and its
+calls counted under the default pool's series, so made-up names add none). At most
+LATENCY_MAX_POOLS pools are served, the default counting.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from prometheus_client import CollectorRegistry
 from prediction_server.metrics import PredictionMetrics
 from prediction_server.watcher import ModelWatcher, lower_priority
 from shared.model_source import ModelSource
-from shared.pools import DEFAULT_POOL, POOL_NAME, pool_dirs, pool_model_dir
-from shared.predictor import LoadedBundle, prior_bundle
+from shared.pools import DEFAULT_POOL, POOL_NAME, pool_dirs, pool_model_dir, pool_url
+from shared.predictor import prior_bundle
 from shared.settings import PredictionSettings
 from shared.slot import BundleSlot
 from shared.tokens import TokenAuth
@@ -35,59 +38,85 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class ServedPool:
     name: str
-    settings: PredictionSettings
+    settings: PredictionSettings  # the pool's model directory and trainer URL
     slot: BundleSlot
     metrics: PredictionMetrics
-    watcher: ModelWatcher
-    task: asyncio.Task[None]
+    watcher: ModelWatcher | None  # None: a pool not served yet (the prior answers)
 
 
 def pool_settings(settings: PredictionSettings, pool: str) -> PredictionSettings:
-    """The default pool's settings, pointed at `pool`'s directory and trainer routes."""
+    """The server's settings, pointed at `pool`'s directory and trainer routes."""
+    if pool == DEFAULT_POOL:
+        return settings
     url = settings.training_server_url
     return settings.model_copy(
         update={
             "model_dir": pool_model_dir(settings.model_dir, pool),
-            "training_server_url": f"{url.rstrip('/')}/pools/{pool}" if url else None,
+            "training_server_url": pool_url(url, pool) if url else None,
         }
     )
 
 
+def _prior_slot(settings: PredictionSettings) -> BundleSlot:
+    return BundleSlot(
+        prior_bundle(settings.model_type, settings.objective_type, settings.quantile_alpha)
+    )
+
+
 class ServedPools:
-    def __init__(self, settings: PredictionSettings, default: ModelWatcher):
+    def __init__(self, settings: PredictionSettings):
         self.settings = settings
-        self.default = default
-        self.prior = BundleSlot(
-            prior_bundle(settings.model_type, settings.objective_type, settings.quantile_alpha)
-        )
-        self.pools: dict[str, ServedPool] = {}
+        self.prior = _prior_slot(settings)  # what a pool not served yet answers with
+        slot = _prior_slot(settings)
+        metrics = PredictionMetrics(slot)
+        metrics.served(slot.serving.version, None)
+        # The default pool's watcher loads in a thread of its own, as a single-pool server's.
+        watcher = ModelWatcher(settings, slot, metrics)
+        self.default = ServedPool(DEFAULT_POOL, settings, slot, metrics, watcher)
+        self.pools: dict[str, ServedPool] = {DEFAULT_POOL: self.default}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
         # One low-priority loader thread for every named pool's bundles.
         self._loads = ThreadPoolExecutor(1, "pool-watchers", initializer=lower_priority)
         self._trainer: httpx.AsyncClient | None = None
         self._failing = False
 
-    def serving(self, pool: str) -> LoadedBundle:
-        served = self.pools.get(pool)
-        return (served.slot if served is not None else self.prior).serving
+    def resolve(self, name: str) -> ServedPool:
+        """The pool `name` as served; a vacant view answering from the prior when it is
+        not served (yet)."""
+        served = self.pools.get(name)
+        if served is not None:
+            return served
+        return ServedPool(
+            name, pool_settings(self.settings, name), self.prior, self.default.metrics, None
+        )
 
     def metric_registries(self) -> dict[str, CollectorRegistry]:
-        named = {name: p.metrics.registry for name, p in list(self.pools.items())}
-        return {DEFAULT_POOL: self.default.metrics.registry, **named}
+        return {name: p.metrics.registry for name, p in list(self.pools.items())}
 
-    def open(self) -> None:
-        """Start the HTTP client that asks the trainer for its pools (mirroring only)."""
-        s = self.settings
+    async def start(self) -> None:
+        """Serve the default pool's published bundle and every published pool's from the
+        first request on, then watch them (call on the event loop)."""
+        s, watcher = self.settings, self.default.watcher
+        assert watcher is not None
+        watcher.open()
         if s.model_source is ModelSource.TRAINER_SYNC and s.training_server_url:
             self._trainer = httpx.AsyncClient(
                 base_url=s.training_server_url, timeout=10.0, auth=TokenAuth(s)
             )
+        await watcher.check()  # what the shared directory already holds; run() mirrors
+        self._tasks[DEFAULT_POOL] = asyncio.create_task(watcher.run(), name="model-watcher")
+        with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, OSError):
+            await self.discover()  # a trainer away: the next look finds them
+        self._tasks["pool-discovery"] = asyncio.create_task(self._run(), name="pool-discovery")
 
     async def close(self) -> None:
-        for served in list(self.pools.values()):
-            served.task.cancel()
+        for task in list(self._tasks.values()):
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await served.task
-            await served.watcher.close()
+                await task
+        for served in list(self.pools.values()):
+            if served.watcher is not None:
+                await served.watcher.close()
         self._loads.shutdown(wait=False, cancel_futures=True)
         if self._trainer is not None:
             await self._trainer.aclose()
@@ -106,22 +135,22 @@ class ServedPools:
         found = [
             name
             for name in await self._published_pools()
-            if name != DEFAULT_POOL and POOL_NAME.fullmatch(name) and name not in self.pools
+            if POOL_NAME.fullmatch(name) and name not in self.pools
         ]
         started = []
         for name in found:
-            if len(self.pools) + 1 >= self.settings.max_pools:
+            if len(self.pools) >= self.settings.max_pools:
                 log.warning(
                     "pool %s not served: LATENCY_MAX_POOLS=%d reached",
                     name,
                     self.settings.max_pools,
                 )
                 break
-            await self._start(name)
+            await self._serve(name)
             started.append(name)
         return started
 
-    async def _start(self, name: str) -> None:
+    async def _serve(self, name: str) -> None:
         settings = pool_settings(self.settings, name)
         settings.model_dir.mkdir(parents=True, exist_ok=True)  # a mirror writes into it
         slot = BundleSlot(self.prior.serving)
@@ -129,13 +158,14 @@ class ServedPools:
         watcher = ModelWatcher(settings, slot, metrics, loads=self._loads)
         watcher.open()
         await watcher.reload()  # serve its bundle from the first request on
-        task = asyncio.create_task(watcher.run(), name=f"model-watcher-{name}")
-        self.pools[name] = ServedPool(name, settings, slot, metrics, watcher, task)
+        self._tasks[name] = asyncio.create_task(watcher.run(), name=f"model-watcher-{name}")
+        self.pools[name] = ServedPool(name, settings, slot, metrics, watcher)
         log.info("serving pool %s (%s)", name, slot.serving.version)
 
-    async def run(self) -> None:
+    async def _run(self) -> None:
         """Look for new pools every sync interval, until cancelled."""
         while True:
+            await asyncio.sleep(self.settings.model_sync_interval_sec)
             try:
                 await self.discover()
                 self._failing = False
@@ -147,4 +177,3 @@ class ServedPools:
                     exc,
                 )
                 self._failing = True
-            await asyncio.sleep(self.settings.model_sync_interval_sec)

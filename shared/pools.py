@@ -15,6 +15,7 @@ from pathlib import Path
 
 DEFAULT_POOL = "default"
 POOLS_DIR = "pools"  # <model_dir>/pools/<name>/ holds a named pool's bundles
+URL_PREFIX = "/pools/"  # <server>/pools/<name>/<route> is the route of pool <name>
 POOL_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 POOL_NAME_RULE = (
     "1-63 lower-case letters, digits or '-', starting and ending with a letter or digit"
@@ -30,6 +31,13 @@ def checked_pool_name(name: str) -> str:
     if not POOL_NAME.fullmatch(name):
         raise PoolNameError(f"pool name {name[:80]!r} is invalid: {POOL_NAME_RULE}")
     return name
+
+
+def pool_url(base_url: str, pool: str) -> str:
+    """The base URL of `pool`'s routes on the server at `base_url`: the default pool's are
+    the unprefixed ones, so a server from before pools is still reached where it was."""
+    base = base_url.rstrip("/")
+    return base if pool == DEFAULT_POOL else f"{base}{URL_PREFIX}{pool}"
 
 
 def pool_model_dir(model_dir: Path, pool: str) -> Path:

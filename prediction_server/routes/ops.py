@@ -8,16 +8,16 @@ import time
 from typing import Any
 
 import httpx
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 from prometheus_client import generate_latest
 
 from prediction_server.deps import (
     MetricRegistryDep,
+    PoolDep,
     PoolsDep,
     PoolSettingsDep,
     ServingBundle,
     WatcherDep,
-    pool_watcher,
 )
 from shared.predictor import LoadedBundle
 from shared.targets import TARGETS
@@ -92,16 +92,15 @@ async def status(
 
 
 @router.post("/reload", dependencies=require(Access.ADMIN))
-async def reload(request: Request, pools: PoolsDep) -> dict[str, Any]:
+async def reload(pool: PoolDep, pools: PoolsDep) -> dict[str, Any]:
     """Look for a newer bundle now instead of at the next poll (and, for a pool not served
     yet, for the pool)."""
-    watcher = await pool_watcher(request)
-    if watcher is None:
+    if pool.watcher is None:
         with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, OSError):
             await pools.discover()  # a trainer away: the pool answers from the prior
-        watcher = await pool_watcher(request)
-    synced, loaded = await watcher.reload() if watcher else (False, False)
-    bundle = watcher.slot.serving if watcher else pools.prior.serving
+        pool = pools.resolve(pool.name)
+    synced, loaded = await pool.watcher.reload() if pool.watcher else (False, False)
+    bundle = pool.slot.serving
     return {
         "synced": synced,
         "loaded": loaded,

@@ -15,10 +15,9 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
-from shared.pools import DEFAULT_POOL, PoolNameError, checked_pool_name
+from shared.pools import DEFAULT_POOL, URL_PREFIX, PoolNameError, checked_pool_name
 from shared.web.limits import ASGIApp, Receive, Scope, Send, send_json
 
-PREFIX = "/pools/"
 SCOPE_KEY = "latency.pool"
 
 
@@ -31,9 +30,9 @@ def pool_of(connection: HTTPConnection) -> str:
 def split_pool_path(path: str) -> tuple[str, str] | None:
     """(pool name, route path) of a `/pools/<name>/...` path, None for any other path;
     raises PoolNameError for an invalid name."""
-    if not path.startswith(PREFIX):
+    if not path.startswith(URL_PREFIX):
         return None
-    name, slash, rest = path[len(PREFIX) :].partition("/")
+    name, slash, rest = path[len(URL_PREFIX) :].partition("/")
     if not slash and not name:
         return None  # "/pools/" itself: the pool list's route, if any
     return checked_pool_name(name), "/" + rest
@@ -45,7 +44,7 @@ class PoolPrefix:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        if scope["type"] not in ("http", "websocket") or not path.startswith(PREFIX):
+        if scope["type"] not in ("http", "websocket") or not path.startswith(URL_PREFIX):
             await self.app(scope, receive, send)
             return
         try:

@@ -70,7 +70,7 @@ def test_factor_for_another_quantile_or_the_prior_is_not_applied(model_dir: Path
         prior = answers(client)
         path.write_bytes(live_calibration_json(ttft=0.5, tpot=0.5))
         eventually(
-            lambda: app_of(client).state.watcher.live.current is not None,
+            lambda: app_of(client).state.pools.default.watcher.live.current is not None,
             WAIT_S,
             "the live calibration read",
         )

@@ -162,7 +162,7 @@ def test_metrics_expose_histogram_and_row_counters(model_dir: Path) -> None:
 def test_bundles_load_at_the_lowest_cpu_priority(model_dir: Path) -> None:
     """So a swap on a worker's one CPU does not take half of it from requests."""
     with running_app(model_dir) as client:
-        watcher = app_of(client).state.watcher
+        watcher = app_of(client).state.pools.default.watcher
         assert client.portal is not None  # the app runs: the client is entered
         nice = client.portal.call(
             watcher._off_path, lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
