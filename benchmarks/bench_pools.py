@@ -46,13 +46,14 @@ from benchmarks.trace_files import all_trace_rows, resample
 from devkit.synthetic import synthetic_rows
 from shared.schemas import TrainingEntry
 from shared.settings import TrainingSettings
+from shared.slot import prior_slot
 from shared.targets import TARGETS
 from training_server.db import make_engine
 from training_server.leadership import make_leadership
 from training_server.metrics import TrainingMetrics
 from training_server.migrate import upgrade
 from training_server.pools import PoolRegistry, PoolRuntime
-from training_server.retrain.loop import Outcome, trainer_slot
+from training_server.retrain_record import Outcome
 from training_server.store import SampleStore
 
 MAX_POOLS = 1_000
@@ -91,7 +92,7 @@ def open_pools(
     )
     store = SampleStore(engine, test_ratio=settings.test_train_ratio)
     registry = PoolRegistry(
-        settings, store, make_leadership(engine), trainer_slot(settings), TrainingMetrics()
+        settings, store, make_leadership(engine), prior_slot(settings), TrainingMetrics()
     )
     t0 = time.perf_counter()
     runtimes = []

@@ -29,8 +29,8 @@ import numpy as np
 from benchmarks.bench_pools import add_rows, bounded, open_pools, row_source
 from benchmarks.common import allowed_cpus, pin, say
 from training_server.pools import PoolRuntime
-from training_server.retrain.pools_loop import PoolsLoop
-from training_server.retrain.records import RetrainRecord
+from training_server.retrain.loop import PoolsLoop
+from training_server.retrain_record import RetrainRecord
 
 MAX_SECONDS = 600.0
 MAX_RUN_DUE_CALLS = 1_000_000

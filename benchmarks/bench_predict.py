@@ -45,12 +45,13 @@ from shared.pools import DEFAULT_POOL, POOL_NAME, POOL_NAME_RULE, pool_model_dir
 from shared.predictor import LoadedBundle, load_current_bundle
 from shared.schemas import TrainingEntry
 from shared.settings import TrainingSettings
+from shared.slot import prior_slot
 from shared.targets import TARGETS
 from shared.tree_eval import EVALUATOR
 from training_server.db import make_engine
 from training_server.metrics import TrainingMetrics
 from training_server.migrate import upgrade
-from training_server.retrain.loop import Retrainer, trainer_slot
+from training_server.retrain.retrainer import Retrainer
 from training_server.store import SampleStore
 
 PROCESSING = re.compile(rb'"processing_time_ms":([0-9.eE+-]+)')
@@ -69,7 +70,7 @@ def train_bundles(model_dir: Path, workdir: Path, pools: list[str]) -> dict[str,
         store = SampleStore(engine, test_ratio=0.1, rng=random.Random(3), pool=pool)
         store.add_samples(rows)
         settings = TrainingSettings(db_url=url, model_dir=pool_model_dir(model_dir, pool))
-        Retrainer(settings, store, TrainingMetrics(), trainer_slot(settings)).run_once()
+        Retrainer(settings, store, TrainingMetrics(), prior_slot(settings)).run_once()
         bundle = load_current_bundle(settings.model_dir)
         assert bundle is not None and all(bundle.has_model(t) for t in TARGETS)
         bundles[pool] = bundle

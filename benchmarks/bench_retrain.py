@@ -29,12 +29,13 @@ from benchmarks.common import allowed_cpus, pin, say
 from benchmarks.trace_files import all_trace_rows, resample
 from shared.schemas import TrainingEntry
 from shared.settings import TrainingSettings
+from shared.slot import prior_slot
 from shared.targets import Target
 from training_server.db import make_engine
 from training_server.metrics import TrainingMetrics
 from training_server.migrate import upgrade
-from training_server.retrain.loop import Retrainer, trainer_slot
-from training_server.retrain.records import NO_TARGET
+from training_server.retrain.retrainer import Retrainer
+from training_server.retrain_record import NO_TARGET
 from training_server.store import SampleStore
 
 
@@ -122,7 +123,7 @@ def main() -> None:
             max_training_data_size_per_bucket=10_000_000,
             max_test_data_size=1_000_000,
         )
-        retrainer = Retrainer(settings, store, TrainingMetrics(), trainer_slot(settings))
+        retrainer = Retrainer(settings, store, TrainingMetrics(), prior_slot(settings))
         print_header(settings, retrainer, store, len(cpus))
         retrain_rounds(retrainer, store, rows, args.retrains)
         engine.dispose()

@@ -28,12 +28,13 @@ from benchmarks.trace_files import all_trace_rows, prediction_rows, resample
 from devkit.processes import ServerProcess, free_port
 from shared.schemas import TrainingEntry
 from shared.settings import TrainingSettings
+from shared.slot import prior_slot
 from shared.targets import Target
 from training_server.db import make_engine
 from training_server.metrics import TrainingMetrics
 from training_server.migrate import upgrade
-from training_server.retrain.loop import Retrainer, trainer_slot
-from training_server.retrain.records import NO_TARGET
+from training_server.retrain.retrainer import Retrainer
+from training_server.retrain_record import NO_TARGET
 from training_server.store import SampleStore
 
 
@@ -60,7 +61,7 @@ def bench_retrain(sizes: list[int], workdir: Path) -> None:
             max_training_data_size_per_bucket=1_000_000,
             max_test_data_size=1_000_000,
         )
-        retrainer = Retrainer(settings, store, TrainingMetrics(), trainer_slot(settings))
+        retrainer = Retrainer(settings, store, TrainingMetrics(), prior_slot(settings))
         t0 = time.perf_counter()
         outcome = retrainer.run_once()
         elapsed = time.perf_counter() - t0

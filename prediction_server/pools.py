@@ -27,9 +27,8 @@ from prediction_server.metrics import PredictionMetrics
 from prediction_server.watcher import ModelWatcher, lower_priority
 from shared.model_source import ModelSource
 from shared.pools import DEFAULT_POOL, POOL_NAME, pool_dirs, pool_model_dir, pool_url
-from shared.predictor import prior_bundle
 from shared.settings import PredictionSettings
-from shared.slot import BundleSlot
+from shared.slot import BundleSlot, prior_slot
 from shared.tokens import TokenAuth
 
 log = logging.getLogger(__name__)
@@ -57,17 +56,11 @@ def pool_settings(settings: PredictionSettings, pool: str) -> PredictionSettings
     )
 
 
-def _prior_slot(settings: PredictionSettings) -> BundleSlot:
-    return BundleSlot(
-        prior_bundle(settings.model_type, settings.objective_type, settings.quantile_alpha)
-    )
-
-
 class ServedPools:
     def __init__(self, settings: PredictionSettings):
         self.settings = settings
-        self.prior = _prior_slot(settings)  # what a pool not served yet answers with
-        slot = _prior_slot(settings)
+        self.prior = prior_slot(settings)  # what a pool not served yet answers with
+        slot = prior_slot(settings)
         metrics = PredictionMetrics(slot)
         metrics.served(slot.serving.version, None)
         # The default pool's watcher loads in a thread of its own, as a single-pool server's.

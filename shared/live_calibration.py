@@ -5,7 +5,7 @@ moves every second, written by the leading trainer and read by every server.
 
 The leading trainer tracks how often the p90s the EPP acted on (the `predicted_*_ms` of
 each training row) were exceeded, and moves one log-factor per target against the misses
-(adaptive conformal inference, training_server.retrain.live_factor). It rewrites this small
+(adaptive conformal inference, training_server.retrain.live_calibration). It rewrites this small
 file atomically after each step; every prediction server re-reads it when it changes and
 multiplies its answers by the factor, on top of the bundle's own conformal factor
 (training_server.retrain.cross_conformal; both multiply in shared.served). A model

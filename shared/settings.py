@@ -43,7 +43,8 @@ class ObjectiveType(StrEnum):
 
 class Calibration(StrEnum):
     """How served p90s are corrected toward the requested coverage: the bundle's factor
-    (training_server.retrain.cross_conformal), the live one (training_server.retrain.live_factor).
+    (training_server.retrain.cross_conformal), the live one
+    (training_server.retrain.live_calibration).
     """
 
     NONE = "none"  # serve the model's own quantile

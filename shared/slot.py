@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import threading
 
-from shared.predictor import LoadedBundle
+from shared.predictor import LoadedBundle, prior_bundle
+from shared.settings import CommonSettings
 from shared.targets import Target
 
 
@@ -51,3 +52,10 @@ class BundleSlot:
             self._live = dict(live)
             previous, self._serving = self._serving, self._serving.with_live(self._live)
             return previous
+
+
+def prior_slot(settings: CommonSettings) -> BundleSlot:
+    """A slot serving the cold-start prior of `settings` (a server, or a pool, at start)."""
+    return BundleSlot(
+        prior_bundle(settings.model_type, settings.objective_type, settings.quantile_alpha)
+    )

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from shared.pools import DEFAULT_POOL
 from shared.settings import TrainingSettings
-from shared.slot import BundleSlot
+from shared.slot import BundleSlot, prior_slot
 from shared.web import auth
 from shared.web.limits import RequestLimits, refused_counter
 from shared.web.pool_metrics import PoolSeries
@@ -23,8 +23,7 @@ from training_server.db import make_engine
 from training_server.leadership import make_leadership
 from training_server.metrics import TrainingMetrics
 from training_server.pools import PoolRegistry
-from training_server.retrain.loop import trainer_slot
-from training_server.retrain.pools_loop import PoolsLoop
+from training_server.retrain.loop import PoolsLoop
 from training_server.routes import advice, dashboard, fleet, models, ops, pools, predict, samples
 from training_server.store import SampleStore
 
@@ -49,11 +48,7 @@ def _lifespan(
         opened = await run_in_threadpool(pools.discover)
         if opened:
             log.info("pools opened from the store and the model directory: %s", opened)
-        default = pools.default
-        app.state.pools = pools
-        # The default pool's parts, as a single-pool trainer has always had them.
-        app.state.store, app.state.retrainer = default.store, default.retrainer
-        app.state.calibrator, app.state.fleet = default.calibrator, default.fleet
+        app.state.pools = pools  # every pool, the default included: the routes' one lookup
         loop = PoolsLoop(
             pools.runtimes,
             leadership,
@@ -78,14 +73,14 @@ def _pool_registries(app: FastAPI, default: TrainingMetrics) -> dict[str, Collec
 
 def create_app(settings: TrainingSettings, *, start_loop: bool = True) -> FastAPI:
     metrics = TrainingMetrics()
-    # The one owner of the bundle served: the retrainer, the live calibration and a bundle
-    # import publish into it; the routes read it.
-    slot = trainer_slot(settings)
+    # The default pool's slot, the one owner of the bundle it serves: its retrainer, live
+    # calibration and bundle imports publish into it; the routes read it.
+    slot = prior_slot(settings)
     app = FastAPI(
         title="latency-predictor training server",
         lifespan=_lifespan(settings, metrics, slot, start_loop),
     )
-    app.state.settings, app.state.slot = settings, slot
+    app.state.settings = settings
     # /metrics: the process's own series, then every pool's labelled by pool (PoolSeries).
     registry = CollectorRegistry()
     auth.install(app, settings)
@@ -95,7 +90,6 @@ def create_app(settings: TrainingSettings, *, start_loop: bool = True) -> FastAP
         refused=refused_counter(registry),
         capped={"/add_training_data_bulk": settings.max_concurrent_ingests},
     )
-    app.state.metrics = metrics
     app.state.predict_metrics = PredictMetrics(registry)
     registry.register(PoolSeries(lambda: _pool_registries(app, metrics)))
     app.state.metric_registry = registry

@@ -14,6 +14,8 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import logging
+import os
+import socket
 import threading
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -26,6 +28,11 @@ from sqlalchemy.pool import NullPool
 log = logging.getLogger(__name__)
 
 LOCK_NAME = "latency-predictor-retrainer"
+
+
+def replica_id() -> str:
+    """host:pid names this training replica in the retrains table and /data/status."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class Leadership(Protocol):

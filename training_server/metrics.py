@@ -10,7 +10,8 @@ from shared.predictor import LoadedBundle
 from shared.prior import prior_importances
 from shared.settings import TrainingSettings
 from shared.targets import TARGETS, Target
-from training_server.retrain.records import RetrainRecord
+from training_server.retrain_record import RetrainRecord
+from training_server.sample_counts import SampleCounts
 from training_server.tables import RETRAIN_DETAILS, RETRAIN_METRICS
 
 
@@ -162,7 +163,7 @@ def legacy_lines(
     model_type: str,
     objective: str,
     quantile: float,
-    counts: dict[str, dict[str, int]],
+    counts: SampleCounts,
     last_ok: RetrainRecord | None,
     importances: dict[str, dict[str, float]],
 ) -> list[str]:
@@ -177,10 +178,9 @@ def legacy_lines(
     ]
     for target in TARGETS:
         t = target.value
-        for split, label in (("training_data", "train"), ("test_data", "test")):
+        for split, label in ((counts.training, "train"), (counts.test, "test")):
             lines.append(
-                f'training_samples_count{{model="{t}",split="{label}"}} '
-                f"{counts[split][f'{t}_samples']}"
+                f'training_samples_count{{model="{t}",split="{label}"}} {split.by_target[target]}'
             )
         for feature, value in importances.get(t, {}).items():
             lines.append(f'{t}_importance{{feature="{feature}"}} {value}')

@@ -1,16 +1,18 @@
-"""PoolRegistry: the pools one training server keeps, each a PoolRuntime of its own.
+"""PoolRegistry: the training server's one table from a pool's name to what serves it.
 
-A pool's runtime holds what a single-pool trainer holds: its settings (with the pool's own
-model directory), its view of the one store (SampleStore confined to the pool), the slot
-it serves from, its metrics, its retrainer and live calibration, and the prediction
-servers that report to it. The retrains of every pool run in one thread
-(retrain.pools_loop), each pool on its own schedule; the leadership among training
-replicas is one lock for all pools.
+Every pool the service keeps, `default` included, is a PoolRuntime: what a single-pool
+trainer holds, its settings (with the pool's own model directory), its view of the one store
+(SampleStore confined to the pool), the slot it serves from, its metrics, its retrainer and
+live calibration, and the prediction servers that report to it. The retrains of every pool
+run in one thread (retrain.loop), each pool on its own schedule; the leadership among
+training replicas is one lock for all pools.
 
 A pool comes into being with its first accepted rows (or a bundle imported into it), up to
 LATENCY_MAX_POOLS; at start-up every pool the store or the model directory knows is opened
-again. A read of a pool that does not exist answers as a fresh service does (no rows, the
-prior) from a vacant runtime, which is not kept: reads never use up the pool limit.
+again. `resolve` is the one lookup of the routes: a pool that does not exist is a light,
+read-only PoolView (its settings and store, the prior, the default pool's metrics), which
+answers as a fresh service does (no rows, the prior) and is not kept: reads never build a
+retrainer, nor use up the pool limit.
 """
 
 from __future__ import annotations
@@ -24,15 +26,15 @@ from prometheus_client import CollectorRegistry
 from shared.artifact import BundleError
 from shared.live_calibration import remove_live_calibration
 from shared.pools import DEFAULT_POOL, pool_dirs, pool_model_dir
-from shared.predictor import LoadedBundle, load_current_bundle
+from shared.predictor import load_current_bundle
 from shared.settings import LegacyArtifacts, TrainingSettings
-from shared.slot import BundleSlot
-from training_server.leadership import Leadership
+from shared.slot import BundleSlot, prior_slot
+from training_server.leadership import Leadership, replica_id
 from training_server.legacy.files import publish_prior_files
 from training_server.metrics import TrainingMetrics
 from training_server.prediction_fleet import PredictionFleet
-from training_server.retrain.live_factor import LiveCalibrator
-from training_server.retrain.loop import Retrainer, trainer_slot
+from training_server.retrain.live_calibration import LiveCalibrator
+from training_server.retrain.retrainer import Retrainer, RetrainState
 from training_server.store import SampleStore
 
 log = logging.getLogger(__name__)
@@ -43,15 +45,29 @@ class PoolLimitError(Exception):
 
 
 @dataclass(frozen=True)
-class PoolRuntime:
+class PoolView:
+    """What a request reads of a pool: enough to answer for a pool that does not exist."""
+
     name: str
     settings: TrainingSettings  # model_dir: the pool's own
     store: SampleStore
     slot: BundleSlot
     metrics: TrainingMetrics
+    fleet: PredictionFleet
+    state: RetrainState  # its retrains so far (none for a pool with no rows)
+    leadership: Leadership  # the replicas' one lock, shared by every pool
+
+    @property
+    def trainer_id(self) -> str:
+        return replica_id()
+
+
+@dataclass(frozen=True)
+class PoolRuntime(PoolView):
+    """A pool the service keeps: its view, plus what retrains it."""
+
     retrainer: Retrainer
     calibrator: LiveCalibrator
-    fleet: PredictionFleet
 
 
 def _serve_published(slot: BundleSlot, settings: TrainingSettings) -> BundleSlot:
@@ -79,15 +95,14 @@ class PoolRegistry:
         default_metrics: TrainingMetrics,
     ):
         """`store` is the default pool's; `default_slot` and `default_metrics` are the
-        ones create_app made (app.state keeps them for the unprefixed routes)."""
+        ones create_app made (the process's /metrics registers the latter's registry)."""
         self.settings = settings
         self.leadership = leadership
         self._store = store
         self._lock = threading.Lock()
-        self._pools: dict[str, PoolRuntime] = {}
-        self.default_prior = trainer_slot(settings)  # what a pool with no model answers
+        self.prior = prior_slot(settings)  # what a pool that does not exist answers with
         self.default = self._build(DEFAULT_POOL, default_slot, default_metrics)
-        self._pools[DEFAULT_POOL] = self.default
+        self._pools: dict[str, PoolRuntime] = {DEFAULT_POOL: self.default}
         self.added = threading.Event()  # set when a pool is added (wakes the loop)
 
     @property
@@ -96,6 +111,8 @@ class PoolRegistry:
 
     def _pool_settings(self, name: str) -> TrainingSettings:
         """The service's settings with the pool's own model directory."""
+        if name == DEFAULT_POOL:
+            return self.settings
         return self.settings.model_copy(
             update={"model_dir": pool_model_dir(self.settings.model_dir, name)}
         )
@@ -106,7 +123,7 @@ class PoolRegistry:
         """A pool's runtime, resumed from the store and its model directory."""
         settings = self._pool_settings(name)
         store = self._store if name == DEFAULT_POOL else self._store.for_pool(name)
-        slot = _serve_published(slot or trainer_slot(settings), settings)
+        slot = _serve_published(slot or prior_slot(settings), settings)
         metrics = metrics or TrainingMetrics()
         retrainer = Retrainer(settings, store, metrics, slot, self.leadership)
         calibrator = LiveCalibrator(settings, store, metrics, slot, lambda: retrainer.is_leader)
@@ -117,7 +134,16 @@ class PoolRegistry:
             remove_live_calibration(settings.model_dir)
         retrainer.resume()
         return PoolRuntime(
-            name, settings, store, slot, metrics, retrainer, calibrator, PredictionFleet()
+            name,
+            settings,
+            store,
+            slot,
+            metrics,
+            PredictionFleet(),
+            retrainer.state,
+            self.leadership,
+            retrainer,
+            calibrator,
         )
 
     def discover(self) -> list[str]:
@@ -139,28 +165,24 @@ class PoolRegistry:
         return opened
 
     def get(self, name: str) -> PoolRuntime | None:
+        """The pool `name` if the service keeps it."""
         return self._pools.get(name)
 
-    def lookup(self, name: str) -> PoolRuntime:
-        """The pool's runtime; for a pool that does not exist, a vacant one (not kept)."""
+    def resolve(self, name: str) -> PoolView:
+        """The pool `name`; for a pool that does not exist, a read-only view answering as a
+        fresh service does (built per call, cheaply, and not kept)."""
         runtime = self._pools.get(name)
-        return runtime if runtime is not None else self._vacant(name)
-
-    def serving(self, name: str) -> LoadedBundle:
-        """What a pool's predictions come from: its bundle, or the prior (no runtime is
-        built for a pool that does not exist)."""
-        runtime = self._pools.get(name)
-        return (runtime.slot if runtime is not None else self.default_prior).serving
-
-    def _vacant(self, name: str) -> PoolRuntime:
-        settings = self._pool_settings(name)
-        store = self._store.for_pool(name)
-        # Its own slot: nothing may publish into the prior every vacant pool answers with.
-        slot, metrics = trainer_slot(settings), TrainingMetrics()
-        retrainer = Retrainer(settings, store, metrics, slot, self.leadership)
-        calibrator = LiveCalibrator(settings, store, metrics, slot, lambda: False)
-        return PoolRuntime(
-            name, settings, store, slot, metrics, retrainer, calibrator, PredictionFleet()
+        if runtime is not None:
+            return runtime
+        return PoolView(
+            name,
+            self._pool_settings(name),
+            self._store.for_pool(name),
+            self.prior,  # nothing publishes into a pool that does not exist
+            self.default.metrics,  # made-up names add no series
+            PredictionFleet(),
+            RetrainState(),
+            self.leadership,
         )
 
     def open(self, name: str) -> PoolRuntime:

@@ -1,15 +1,22 @@
-"""SampleStore: every SQL statement of the training server lives here."""
+"""SampleStore: every SQL statement of the training server lives here, each confined to one
+pool. They all start from the pool-filtered selectors at the top of SampleStore
+(`_samples`, `_retrains`, `_delete_samples`, `_delete_retrains`; inserts stamp the pool),
+so a new query cannot read or delete another pool's rows by forgetting a condition.
+`stored_pools` alone reads across pools, by design.
+"""
 
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Engine, and_, delete, func, insert, select, text
+from sqlalchemy import Connection, Delete, Engine, Select, and_, delete, func, insert, select, text
+from sqlalchemy.sql.elements import ColumnElement
 
 from shared.features import (
     LABEL_CODES,
@@ -22,11 +29,10 @@ from shared.features import (
 from shared.pools import DEFAULT_POOL
 from shared.schemas import TrainingEntry
 from shared.targets import TARGETS, Target
-from training_server.retrain.records import RetrainRecord
-from training_server.retrain_table import aware, from_row, to_columns
+from training_server.retrain_record import Outcome, RetrainRecord, from_row, to_columns
+from training_server.sample_counts import TARGET_BITS, SampleCounts, measures_bits
 from training_server.tables import retrains, samples
 
-TARGET_BITS = {Target.TTFT: 1, Target.TPOT: 2}
 KV_BUCKETS = 10
 # Any label is accepted; only its feature code matters, so long labels are cut for storage.
 POD_TYPE_STORED_CHARS = 64
@@ -41,10 +47,6 @@ def bucket_of(kv_cache_percentage: float, prefix_cache_score: float) -> int:
     return kv * PREFIX_BUCKETS + prefix
 
 
-def _measures(entry: TrainingEntry) -> int:
-    return sum(bit for t, bit in TARGET_BITS.items() if getattr(entry, t.actual_field) > 0)
-
-
 def _measures_values(target: Target) -> tuple[int, int]:
     return (TARGET_BITS[target], 3)
 
@@ -57,30 +59,6 @@ def _plain_rows(conn: Connection, stmt: Any) -> list[tuple[Any, ...]]:
     rows = list(result.cursor.fetchall()) if result.cursor else []
     result.close()
     return rows
-
-
-def empty_counts() -> dict[str, dict[str, int]]:
-    """The shape of SampleStore.counts() for a store with no rows."""
-    return {
-        split: {"ttft_samples": 0, "tpot_samples": 0, "total_samples": 0}
-        for split in ("training_data", "test_data")
-    }
-
-
-def _counts(conn: Connection, pool: str) -> dict[str, dict[str, int]]:
-    stmt = (
-        select(samples.c.is_test, samples.c.measures, func.count())
-        .where(samples.c.pool == pool)
-        .group_by(samples.c.is_test, samples.c.measures)
-    )
-    out = empty_counts()
-    for is_test, measures, count in conn.execute(stmt):
-        split = out["test_data" if is_test else "training_data"]
-        split["total_samples"] += count
-        for target, bit in TARGET_BITS.items():
-            if measures & bit:
-                split[f"{target.value}_samples"] += count
-    return out
 
 
 @dataclass(frozen=True)
@@ -119,16 +97,31 @@ class SampleStore:
         self.test_ratio = test_ratio
         self.pool = pool
         self._rng = rng or random.Random()
-        # The counts of the last call that reached the database: what /metrics reports
-        # while the database does not answer.
-        self.last_counts = empty_counts()
+        # The counts as of the last count (`counts`), plus the rows this replica stored
+        # since: what /metrics and GET /pools report without a query per pool (exact after
+        # each count, which every retrain tick and /data/status make).
+        self._known = SampleCounts()
+        self._known_lock = threading.Lock()
 
     def for_pool(self, pool: str) -> SampleStore:
         """The store of `pool`, on the same database."""
         return SampleStore(self.engine, test_ratio=self.test_ratio, pool=pool)
 
+    # the pool-filtered selectors: every statement below starts from one ---------------
+    def _samples(self, *columns: Any) -> Select[Any]:
+        return select(*columns).where(samples.c.pool == self.pool)
+
+    def _retrains(self, *columns: Any) -> Select[Any]:
+        return select(*columns).where(retrains.c.pool == self.pool)
+
+    def _delete_samples(self, *where: ColumnElement[bool]) -> Delete:
+        return delete(samples).where(samples.c.pool == self.pool, *where)
+
+    def _delete_retrains(self) -> Delete:
+        return delete(retrains).where(retrains.c.pool == self.pool)
+
     def stored_pools(self) -> list[str]:
-        """Every pool with a stored row or a recorded retrain, sorted."""
+        """Every pool with a stored row or a recorded retrain, sorted (across pools)."""
         stmt = select(samples.c.pool).distinct().union(select(retrains.c.pool).distinct())
         with self.engine.connect() as conn:
             return sorted(str(name) for (name,) in conn.execute(stmt))
@@ -145,7 +138,7 @@ class SampleStore:
                 pod_class=entry.pod_class[:POD_CLASS_STORED_CHARS],
                 received_at=now,
                 timestamp=entry.timestamp or now,
-                measures=_measures(entry),
+                measures=measures_bits(entry),
                 is_test=self._rng.random() < self.test_ratio,
                 bucket=bucket_of(entry.kv_cache_percentage, entry.prefix_cache_score),
                 pool=self.pool,
@@ -153,6 +146,8 @@ class SampleStore:
             rows.append(row)
         with self.engine.begin() as conn:
             conn.execute(insert(samples), rows)
+        with self._known_lock:
+            self._known = self._known.plus((r["is_test"], r["measures"], 1) for r in rows)
         return len(rows)
 
     # reads ------------------------------------------------------------------------------
@@ -161,11 +156,26 @@ class SampleStore:
         with self.engine.connect() as conn:
             conn.execute(text("SELECT 1"))
 
-    def counts(self) -> dict[str, dict[str, int]]:
-        """{"training_data"|"test_data": {"ttft_samples", "tpot_samples", "total_samples"}}."""
+    def _count(self, conn: Connection) -> SampleCounts:
+        c = samples.c
+        stmt = self._samples(c.is_test, c.measures, func.count()).group_by(c.is_test, c.measures)
+        return SampleCounts().plus(
+            (bool(is_test), int(measures), int(n)) for is_test, measures, n in conn.execute(stmt)
+        )
+
+    def counts(self) -> SampleCounts:
+        """The rows stored now, per split and target (one grouped query)."""
         with self.engine.connect() as conn:
-            self.last_counts = _counts(conn, self.pool)
-        return self.last_counts
+            counted = self._count(conn)
+        with self._known_lock:
+            self._known = counted
+        return counted
+
+    @property
+    def known_counts(self) -> SampleCounts:
+        """The last counts plus the rows this replica stored since, without a query (also
+        what /metrics keeps reporting while the database does not answer)."""
+        return self._known
 
     def queue_counts(self) -> dict[str, int]:
         """Training rows per target split by queue state, as llm-d's ensemble would split
@@ -174,8 +184,8 @@ class SampleStore:
         c = samples.c
         queued = (c.num_request_waiting > 0).label("queued")
         stmt = (
-            select(c.measures, queued, func.count())
-            .where(c.pool == self.pool, c.is_test.is_(False))
+            self._samples(c.measures, queued, func.count())
+            .where(c.is_test.is_(False))
             .group_by(c.measures, queued)
         )
         out = {f"{t.value}_{state}_samples": 0 for t in TARGETS for state in ("noqueue", "queued")}
@@ -189,9 +199,7 @@ class SampleStore:
 
     def max_sample_id(self) -> int:
         with self.engine.connect() as conn:
-            newest = select(func.coalesce(func.max(samples.c.id), 0)).where(
-                samples.c.pool == self.pool
-            )
+            newest = self._samples(func.coalesce(func.max(samples.c.id), 0))
             return int(conn.execute(newest).scalar_one())
 
     def window(
@@ -204,9 +212,8 @@ class SampleStore:
         cols = [samples.c[name] for name in NUMERIC_FIELDS]
         labels = [samples.c[name] for name in LABEL_FIELDS]
         stmt = (
-            select(*cols, samples.c[target.actual_field], *labels)
+            self._samples(*cols, samples.c[target.actual_field], *labels)
             .where(
-                samples.c.pool == self.pool,
                 samples.c.is_test == test,
                 samples.c.measures.in_(_measures_values(target)),
             )
@@ -234,9 +241,7 @@ class SampleStore:
             *(c[t.actual_field] for t in TARGETS),
             *(c[t.predicted_field] for t in TARGETS),
         ]
-        stmt = (
-            select(*columns).where(c.pool == self.pool, c.id > after_id).order_by(c.id).limit(limit)
-        )
+        stmt = self._samples(*columns).where(c.id > after_id).order_by(c.id).limit(limit)
         with self.engine.connect() as conn:
             rows = _plain_rows(conn, stmt)
         table = np.array(rows, dtype=np.float64).reshape(len(rows), 1 + 2 * len(TARGETS))
@@ -255,14 +260,14 @@ class SampleStore:
         deleted = 0
         with self.engine.begin() as conn:
             train_groups = conn.execute(
-                select(c.measures, c.bucket)
-                .where(c.pool == self.pool, c.is_test.is_(False))
+                self._samples(c.measures, c.bucket)
+                .where(c.is_test.is_(False))
                 .group_by(c.measures, c.bucket)
                 .having(func.count() > per_bucket)
             ).all()
             test_groups = conn.execute(
-                select(c.measures)
-                .where(c.pool == self.pool, c.is_test.is_(True))
+                self._samples(c.measures)
+                .where(c.is_test.is_(True))
                 .group_by(c.measures)
                 .having(func.count() > test_total)
             ).all()
@@ -270,12 +275,11 @@ class SampleStore:
                 (and_(c.is_test.is_(False), c.measures == m, c.bucket == b), per_bucket)
                 for m, b in train_groups
             ] + [(and_(c.is_test.is_(True), c.measures == m), test_total) for (m,) in test_groups]
-            conditions = [(and_(c.pool == self.pool, where), keep) for where, keep in conditions]
             for where, keep in conditions:
                 newest_dropped = (
-                    select(c.id).where(where).order_by(c.id.desc()).offset(keep).limit(1)
+                    self._samples(c.id).where(where).order_by(c.id.desc()).offset(keep).limit(1)
                 ).scalar_subquery()
-                dropped = delete(samples).where(where, c.id <= newest_dropped)
+                dropped = self._delete_samples(where, c.id <= newest_dropped)
                 deleted += conn.execute(dropped).rowcount
         return deleted
 
@@ -284,29 +288,27 @@ class SampleStore:
         rows (`samples_flushed`), counted in the same transaction as the delete."""
         splits = [flag for flag, wanted in ((False, training), (True, test)) if wanted]
         with self.engine.begin() as conn:
-            before = _counts(conn, self.pool)
+            before = self._count(conn)
             if splits:
-                conn.execute(
-                    delete(samples).where(
-                        samples.c.pool == self.pool, samples.c.is_test.in_(splits)
-                    )
-                )
+                conn.execute(self._delete_samples(samples.c.is_test.in_(splits)))
+        with self._known_lock:
+            self._known = before.without(training=training, test=test)
         flushed = {"samples_flushed": 0}
         for split, wanted, label in (
-            ("training_data", training, "training"),
-            ("test_data", test, "test"),
+            (before.training, training, "training"),
+            (before.test, test, "test"),
         ):
             for target in TARGETS:
-                key = f"{target.value}_samples"
-                count = before[split][key] if wanted else 0
+                count = split.by_target[target] if wanted else 0
                 flushed[f"{target.value}_{label}_samples_flushed"] = count
             if wanted:
-                flushed["samples_flushed"] += before[split]["total_samples"]
+                flushed["samples_flushed"] += split.total
         return flushed
 
     # retrain history --------------------------------------------------------------------
     def record_retrain(self, record: RetrainRecord) -> int:
-        """Insert `record` (its id is the table's to give); returns the new row's key."""
+        """Insert `record` (its id is the table's to give), as a retrain of this pool;
+        returns the new row's key."""
         # Unknown values are left out, as NULLs: a JSON column would store None as 'null'.
         stamped = replace(record, pool=self.pool)
         row = {k: v for k, v in to_columns(stamped).items() if v is not None}
@@ -319,18 +321,12 @@ class SampleStore:
         self, *, limit: int = 50, offset: int = 0, ok_only: bool = False
     ) -> list[RetrainRecord]:
         """Recorded retrains, newest first."""
-        stmt = (
-            select(retrains)
-            .where(retrains.c.pool == self.pool)
-            .order_by(retrains.c.id.desc())
-            .limit(limit)
-            .offset(offset)
-        )
+        stmt = self._retrains(retrains).order_by(retrains.c.id.desc()).limit(limit).offset(offset)
         if ok_only:
-            stmt = stmt.where(retrains.c.status == "ok")
+            stmt = stmt.where(retrains.c.status == Outcome.OK.value)
         with self.engine.connect() as conn:
-            return [from_row(aware(dict(r._mapping))) for r in conn.execute(stmt)]
+            return [from_row(dict(r._mapping)) for r in conn.execute(stmt)]
 
     def clear_retrains(self) -> int:
         with self.engine.begin() as conn:
-            return conn.execute(delete(retrains).where(retrains.c.pool == self.pool)).rowcount
+            return conn.execute(self._delete_retrains()).rowcount

@@ -30,10 +30,10 @@ from shared.prior import prior_predict
 from shared.schemas import PredictionRequest, TrainingEntry
 from shared.settings import Calibration, TrainingSettings
 from shared.targets import TARGETS, Target
-from training_server.retrain.evaluate import served_ms
 from training_server.retrain.fit import TargetFit
-from training_server.retrain.live_factor import aci_step
+from training_server.retrain.live_calibration import aci_step
 from training_server.retrain.schedule import RetrainSchedule
+from training_server.retrain.scoring import served_ms
 from training_server.retrain.target import train_target
 
 # Batches between the last row a retrain saw and the first batch its model answers.

@@ -22,7 +22,7 @@ import numpy as np
 from benchmarks.common import say
 from benchmarks.trace_files import load_trace
 from shared.targets import TARGETS
-from training_server.retrain.evaluate import pinball_loss
+from training_server.retrain.scoring import pinball_loss
 
 WINDOWS = (50, 100, 200, 400)
 Q = 0.9

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from training_server.retrain.evaluate import evaluate
+from training_server.retrain.scoring import evaluate
 
 METRICS = ("coverage", "pinball_loss", "mae", "rmse")
 

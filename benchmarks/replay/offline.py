@@ -38,7 +38,7 @@ from shared.features import columns_from_dicts
 from shared.schemas import PredictionRequest, TrainingEntry
 from shared.settings import TrainingSettings
 from shared.targets import TARGETS, Target
-from training_server.retrain.evaluate import served_ms
+from training_server.retrain.scoring import served_ms
 
 TEST_SHARE = 0.1
 INGEST_ROWS_PER_CALL = 1_000  # the EPP's flush size

@@ -19,14 +19,3 @@ def from_state(name: str) -> Any:
 
     dependency.__name__ = f"state_{name}"
     return Depends(dependency)
-
-
-def slot_attribute(name: str) -> Any:
-    """`Annotated[T, slot_attribute("serving")]`: an attribute of the app's BundleSlot, read
-    once per request (one reference: TTFT and TPOT from the same bundle)."""
-
-    async def dependency(request: Request) -> Any:
-        return getattr(request.app.state.slot, name)
-
-    dependency.__name__ = f"slot_{name}"
-    return Depends(dependency)

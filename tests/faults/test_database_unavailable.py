@@ -105,7 +105,7 @@ def test_sqlite_url_timeout_bounds_the_wait_for_a_locked_database(tmp_path: Path
         with pytest.raises(OperationalError, match="database is locked"):
             store.add_samples(entries)
         assert 0.25 <= time.monotonic() - t0 < 3.0
-        assert store.counts()["training_data"]["total_samples"] == 0  # readers still read
+        assert store.counts().as_json()["training_data"]["total_samples"] == 0  # readers still read
         lock.execute("ROLLBACK")
         assert store.add_samples(entries) == 10
     finally:

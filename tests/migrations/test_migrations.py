@@ -14,7 +14,7 @@ from devkit.synthetic import synthetic_rows
 from shared.schemas import TrainingEntry
 from shared.targets import Target
 from training_server.migrate import alembic_config, downgrade, upgrade
-from training_server.retrain.records import RetrainRecord, TargetRecord
+from training_server.retrain_record import Outcome, RetrainRecord, TargetRecord
 from training_server.store import SampleStore
 from training_server.tables import metadata
 
@@ -120,7 +120,7 @@ def test_0004_keeps_older_retrains_and_records_the_model_choice(
         RetrainRecord(
             started_at=datetime(2026, 12, 3, 11, tzinfo=UTC),
             duration_s=0.2,
-            status="ok",
+            status=Outcome.OK,
             model_type="xgboost",
             objective="quantile",
             quantile=0.9,

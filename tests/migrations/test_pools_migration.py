@@ -41,9 +41,12 @@ def test_0006_puts_old_rows_in_the_default_pool_and_downgrades(db_url: str, engi
     default = SampleStore(engine, test_ratio=0.0)
     h200 = default.for_pool("h200")
     h200.add_samples([TrainingEntry.model_validate(r) for r in synthetic_rows(4, seed=1)])
-    assert default.counts()["training_data"]["total_samples"] == 1  # the row from before
+    assert default.counts().training.total == 1  # the row from before
     assert [r.pool for r in default.list_retrains()] == ["default"]
-    assert h200.list_retrains() == [] and h200.counts()["training_data"]["total_samples"] == 4
+    assert (
+        h200.list_retrains() == []
+        and h200.counts().as_json()["training_data"]["total_samples"] == 4
+    )
     assert default.stored_pools() == ["default", "h200"]
     _, y = default.window(Target.TTFT, test=False)
     assert y.tolist() == [42.0]

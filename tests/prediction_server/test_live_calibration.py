@@ -24,7 +24,7 @@ def answers(client: TestClient) -> list[tuple[float, float]]:
     return [(p["ttft_ms"], p["tpot_ms"]) for p in strict(client, ROWS)["predictions"]]
 
 
-def test_live_factor_follows_the_file(model_dir: Path) -> None:
+def test_live_calibration_follows_the_file(model_dir: Path) -> None:
     publish_trained_bundle(model_dir, seed=1)
     path = model_dir / LIVE_CALIBRATION
     with running_app(model_dir) as client:

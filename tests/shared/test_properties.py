@@ -49,7 +49,7 @@ from shared.target_space import MAX_MS, TargetSpace, space_for, to_label, to_ms
 from shared.targets import TARGETS
 from shared.wire import predictions_json
 from tests.conftest import publish_trained_bundle
-from training_server.retrain.evaluate import evaluate
+from training_server.retrain.scoring import evaluate
 
 # Bounded and derandomized: the same examples on every CI run. No deadline: the first
 # examples of a module pay for loading models. Module-scoped fixtures only.

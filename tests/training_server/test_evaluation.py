@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from training_server.retrain.evaluate import evaluate, pinball_loss, regime_coverage
+from training_server.retrain.scoring import evaluate, pinball_loss, regime_coverage
 
 Y = np.array([1.0, 2.0, 3.0, 4.0])
 PRED = np.array([2.0, 2.0, 2.0, 2.0])

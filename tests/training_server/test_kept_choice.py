@@ -1,6 +1,6 @@
 """A retrain behind its interval keeps each target's last model choice: the same candidate,
 refitted on the new rows with the factor it was chosen with (retrain.target.KeptChoice),
-and the retrain loop asks for it only when a pool's tick comes late (retrain.pools_loop)."""
+and the retrain loop asks for it only when a pool's tick comes late (retrain.loop)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 from shared.targets import TARGETS
 from tests.polling import eventually
 from tests.training_server.test_retrainer import add, make
-from training_server.retrain.live_factor import LiveCalibrator
-from training_server.retrain.loop import Retrainer
-from training_server.retrain.pools_loop import BUSY_SHARE, PoolsLoop
+from training_server.retrain.live_calibration import LiveCalibrator
+from training_server.retrain.loop import BUSY_SHARE, PoolsLoop
+from training_server.retrain.retrainer import Retrainer
 from training_server.retrain.target import KEEP_ROWS_RATIO
 from training_server.store import SampleStore
 

@@ -30,7 +30,7 @@ from training_server.leadership import (
     make_leadership,
 )
 from training_server.metrics import TrainingMetrics
-from training_server.retrain.loop import Retrainer
+from training_server.retrain.retrainer import Retrainer
 from training_server.store import SampleStore
 
 pg = pytest.mark.postgres

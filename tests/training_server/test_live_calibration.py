@@ -20,7 +20,7 @@ from shared.live_calibration import (
 from shared.targets import Target
 from tests.apps import app_of
 from tests.training_server.conftest import OpenClient, ingest, train
-from training_server.retrain.live_factor import aci_step
+from training_server.retrain.live_calibration import aci_step
 
 
 def test_aci_step_by_hand() -> None:
@@ -68,7 +68,7 @@ def rows_with_served(n: int, seed: int, factor: float) -> list[dict[str, Any]]:
 
 
 def tick(client: TestClient) -> None:
-    app_of(client).state.calibrator.tick()
+    app_of(client).state.pools.default.calibrator.tick()
 
 
 def test_leader_raises_the_factor_on_misses_and_publishes_it(open_client: OpenClient) -> None:
@@ -123,7 +123,7 @@ def test_off_removes_a_stale_file_and_never_publishes(open_client: OpenClient) -
     model_dir = app_of(leader).state.settings.model_dir
     assert read_live_calibration(model_dir) is not None
     off = open_client(name="b", model_dir=model_dir, calibration="split")
-    app_of(off).state.calibrator.start()
+    app_of(off).state.pools.default.calibrator.start()
     assert read_live_calibration(model_dir) is None
     ingest(off, rows_with_served(100, seed=8, factor=0.5))
     tick(off)

@@ -16,7 +16,7 @@ from shared.settings import Calibration, ModelType, TrainingSettings
 from shared.target_space import TargetSpace
 from shared.targets import Target
 from training_server.retrain.candidates import P90, P90_PER_QUEUED, candidates
-from training_server.retrain.evaluate import served_ms
+from training_server.retrain.scoring import served_ms
 from training_server.retrain.target import train_target
 
 

@@ -17,8 +17,8 @@ from shared.features import Columns, columns_from_dicts, feature_names, monotone
 from shared.settings import ModelType, ObjectiveType
 from shared.target_space import space_for
 from shared.targets import Target
-from training_server.retrain.evaluate import served_ms
 from training_server.retrain.fit import TargetFit, fit_model
+from training_server.retrain.scoring import served_ms
 
 
 def noisy_ttft_rows(n: int) -> list[dict[str, Any]]:

@@ -19,8 +19,8 @@ from shared.settings import ModelType, TrainingSettings
 from shared.target_space import space_for
 from shared.targets import TARGETS, Target
 from tests.training_server.conftest import OpenClient, ingest
-from training_server.retrain.evaluate import regime_coverage
 from training_server.retrain.fit import fit_model, fit_params, model_ms
+from training_server.retrain.scoring import regime_coverage
 from training_server.store import SampleStore
 from training_server.tables import samples
 
@@ -39,7 +39,7 @@ def classed_rows(n: int, seed: int) -> list[dict[str, Any]]:
 
 
 def stored_classes(client: TestClient) -> list[str]:
-    store: SampleStore = client.app.state.store  # type: ignore[attr-defined]
+    store: SampleStore = client.app.state.pools.default.store  # type: ignore[attr-defined]
     with store.engine.connect() as conn:
         return list(conn.execute(select(samples.c.pod_class).order_by(samples.c.id)).scalars())
 

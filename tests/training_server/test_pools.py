@@ -12,6 +12,8 @@ from devkit.synthetic import prediction_row, synthetic_rows
 from shared.artifact import read_current_version
 from tests.apps import app_of
 from tests.training_server.conftest import OpenClient
+from tests.training_server.test_store_pools import statements
+from training_server.pools import PoolRegistry, PoolView
 
 H200, B200 = "/pools/h200-llama", "/pools/b200-llama"
 
@@ -145,6 +147,35 @@ def test_metrics_label_named_pools_and_keep_the_default_unlabelled(
     assert h200 > 0 and default > 0
     ingest_into(client, H200, synthetic_rows(100, seed=12))
     assert legacy_counts(H200) > h200 and legacy_counts("") == default
+
+
+def test_a_scrape_makes_no_query_and_a_read_of_a_new_pool_builds_no_retrainer(
+    open_client: OpenClient,
+) -> None:
+    client = open_client()
+    for seed, prefix in enumerate((H200, B200, "")):
+        ingest_into(client, prefix, synthetic_rows(50, seed=seed))
+    pools: PoolRegistry = app_of(client).state.pools
+    engine = pools.default.store.engine
+    with statements(engine) as seen:
+        lines = client.get("/metrics").text.splitlines()
+        listed = client.get("/pools").json()["pools"]
+    assert seen == []  # three pools, not a statement
+    # Each synthetic row measures one target: the gauges add up to the rows stored.
+    gauges = {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in lines
+        if line.startswith("latency_store_samples{")
+    }
+    assert sum(gauges.values()) == 150
+    trained = sum(v for k, v in gauges.items() if 'split="train"' in k)
+    assert sum(p["training_samples"] for p in listed) == trained
+    # A pool that does not exist is a read-only view: no retrainer, and nothing kept.
+    view = pools.resolve("nowhere")
+    assert type(view) is PoolView and not hasattr(view, "retrainer")
+    assert client.post("/pools/nowhere/retrain").json()["outcome"] == "skipped"
+    assert client.get("/pools/nowhere/healthz").json()["status"] == "ok"
+    assert pools.get("nowhere") is None and len(pools.runtimes()) == 3
 
 
 def test_pools_reopen_after_a_restart(open_client: OpenClient, tmp_path: Path) -> None:

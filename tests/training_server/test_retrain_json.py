@@ -106,7 +106,7 @@ def test_a_failed_entry_has_the_same_keys(
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr("training_server.retrain.loop.write_and_load", refuse)
+    monkeypatch.setattr("training_server.retrain.retrainer.write_and_load", refuse)
     client.post("/add_training_data_bulk", json={"entries": synthetic_rows(400)})
     assert client.post("/retrain").json()["outcome"] == "failed"
     (entry,) = history(client)

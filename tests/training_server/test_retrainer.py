@@ -18,7 +18,7 @@ from shared.targets import TARGETS, Target
 from tests.conftest import training_settings
 from tests.slots import RecordingSlot
 from training_server.metrics import TrainingMetrics
-from training_server.retrain.loop import Retrainer
+from training_server.retrain.retrainer import Retrainer
 from training_server.retrain.schedule import MAX_BACKOFF
 from training_server.store import SampleStore
 
@@ -78,7 +78,7 @@ def test_retrain_publishes_a_bundle(
     assert (row.status, row.version, row.error) == ("ok", version, None)
     assert (row.model_type, row.objective) == (model_type.value, objective.value)
     assert row.max_sample_id == store.max_sample_id()
-    counts = store.counts()
+    counts = store.counts().as_json()
     for t in TARGETS:
         scores = row.targets[t]
         assert scores.train_samples == counts["training_data"][f"{t.value}_samples"]
@@ -108,7 +108,7 @@ def test_too_few_samples_is_skipped(
     # Half the rows go to test so every window has rows, but no target reaches 10 to fit on.
     halves = SampleStore(store.engine, test_ratio=0.5, rng=random.Random(3))
     add(halves, 24, seed=3)
-    assert 0 < halves.counts()["training_data"]["ttft_samples"] < 10
+    assert 0 < halves.counts().as_json()["training_data"]["ttft_samples"] < 10
     retrainer, published, _ = make(tmp_path, halves, migrated_url, model_dir=model_dir)
     assert retrainer.run_once() == "skipped"
     assert published == []
@@ -123,7 +123,7 @@ def test_fewer_than_min_samples_publish_the_rows_quantile(
     with the same queue gets the same p90 (the rows' own), instead of the prior formula."""
     halves = SampleStore(store.engine, test_ratio=0.5, rng=random.Random(3))
     add(halves, 60, seed=3)
-    assert 10 <= halves.counts()["training_data"]["tpot_samples"] < 50
+    assert 10 <= halves.counts().as_json()["training_data"]["tpot_samples"] < 50
     retrainer, published, _ = make(tmp_path, halves, migrated_url, model_dir=model_dir)
     assert retrainer.run_once() == "ok", retrainer.state.last_error
     bundle = published[0]

@@ -294,7 +294,7 @@ def test_metrics_importances_follow_the_trees_once_trained(client: TestClient) -
     lines = metric_lines(client)
     ttft = importances(lines, "ttft")
     assert list(ttft) == list(feature_names(Target.TTFT))
-    bundle = client.app.state.slot.published  # type: ignore[attr-defined]
+    bundle = client.app.state.pools.default.slot.published  # type: ignore[attr-defined]
     want = XGBoostBackend().importances(bundle.models[Target.TTFT], bundle.features[Target.TTFT])
     assert ttft == pytest.approx(want)
     assert ttft != prior_importances(Target.TTFT, feature_names(Target.TTFT))

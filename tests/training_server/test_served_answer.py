@@ -17,14 +17,14 @@ from shared.features import Columns
 from shared.predictor import load_bundle, prior_bundle
 from shared.schemas import TrainingEntry
 from shared.settings import ModelType, ObjectiveType
-from shared.slot import BundleSlot
+from shared.slot import BundleSlot, prior_slot
 from shared.targets import TARGETS
 from tests.conftest import training_settings
 from training_server.metrics import TrainingMetrics
-from training_server.retrain import evaluate as evaluate_step
-from training_server.retrain.evaluate import Answers, evaluate
+from training_server.retrain import scoring as evaluate_step
 from training_server.retrain.fit import TargetFit
-from training_server.retrain.loop import Retrainer, trainer_slot
+from training_server.retrain.retrainer import Retrainer
+from training_server.retrain.scoring import Answers, evaluate
 from training_server.store import SampleStore
 
 
@@ -59,7 +59,7 @@ def test_a_published_bundle_answers_what_the_evaluation_scored(
         tmp_path, migrated_url, model_dir=model_dir, model_type=model_type, objective_type=objective
     )
     store.add_samples([TrainingEntry.model_validate(r) for r in synthetic_rows(1500, seed=21)])
-    assert Retrainer(settings, store, TrainingMetrics(), trainer_slot(settings)).run_once() == "ok"
+    assert Retrainer(settings, store, TrainingMetrics(), prior_slot(settings)).run_once() == "ok"
 
     # As a prediction server loads it (prediction_server.watcher): the version CURRENT names,
     # verified and compiled by load_bundle, served from its slot.

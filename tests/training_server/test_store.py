@@ -13,8 +13,7 @@ from sqlalchemy import select, text
 
 from shared.schemas import TrainingEntry
 from shared.targets import TARGETS, Target
-from training_server.retrain.records import RetrainRecord, TargetRecord
-from training_server.retrain_table import to_columns
+from training_server.retrain_record import Outcome, RetrainRecord, TargetRecord, to_columns
 from training_server.store import SampleStore, bucket_of
 from training_server.tables import retrains, samples
 
@@ -49,7 +48,9 @@ def ids(store: SampleStore, **where: Any) -> list[int]:
         return list(conn.execute(stmt).scalars())
 
 
-def retrain_record(version: str | None, status: str = "ok", **extra: Any) -> RetrainRecord:
+def retrain_record(
+    version: str | None, status: Outcome = Outcome.OK, **extra: Any
+) -> RetrainRecord:
     values: dict[str, Any] = {
         "version": version,
         "started_at": datetime.now(UTC),
@@ -73,7 +74,7 @@ def test_counts_by_measured_target(store: SampleStore) -> None:
         [entry(ttft=10.0), entry(tpot=5.0), entry(ttft=12.0, tpot=6.0), entry(), entry(ttft=3.0)]
     )
     assert added == 5
-    assert train.counts() == {
+    assert train.counts().as_json() == {
         "training_data": {"ttft_samples": 3, "tpot_samples": 2, "total_samples": 5},
         "test_data": ZERO,
     }
@@ -81,7 +82,7 @@ def test_counts_by_measured_target(store: SampleStore) -> None:
 
 def test_counts_of_test_split(store: SampleStore) -> None:
     split(store, 1.0).add_samples([entry(ttft=10.0), entry(tpot=5.0), entry(tpot=7.0)])
-    assert store.counts() == {
+    assert store.counts().as_json() == {
         "training_data": ZERO,
         "test_data": {"ttft_samples": 1, "tpot_samples": 2, "total_samples": 3},
     }
@@ -90,7 +91,7 @@ def test_counts_of_test_split(store: SampleStore) -> None:
 def test_split_ratio_puts_about_half_in_test(store: SampleStore) -> None:
     halves = SampleStore(store.engine, test_ratio=0.5, rng=random.Random(1))
     halves.add_samples([entry(ttft=float(i + 1)) for i in range(400)])
-    counts = halves.counts()
+    counts = halves.counts().as_json()
     assert counts["training_data"]["total_samples"] + counts["test_data"]["total_samples"] == 400
     assert 150 <= counts["test_data"]["total_samples"] <= 250, counts
 
@@ -199,7 +200,7 @@ def test_flush_training_only_keeps_test_rows(store: SampleStore) -> None:
         "ttft_test_samples_flushed": 0,
         "tpot_test_samples_flushed": 0,
     }
-    assert store.counts() == {
+    assert store.counts().as_json() == {
         "training_data": ZERO,
         "test_data": {"ttft_samples": 1, "tpot_samples": 1, "total_samples": 2},
     }
@@ -216,7 +217,7 @@ def test_flush_training_only_keeps_test_rows(store: SampleStore) -> None:
 def test_record_and_list_retrains_newest_first(store: SampleStore) -> None:
     ttft = TargetRecord(mae=1.25, train_samples=40)
     first = store.record_retrain(retrain_record("v1", targets={Target.TTFT: ttft}))
-    second = store.record_retrain(retrain_record(None, status="failed", error="boom"))
+    second = store.record_retrain(retrain_record(None, status=Outcome.FAILED, error="boom"))
     third = store.record_retrain(retrain_record("v3"))
     assert first < second < third
 
@@ -290,7 +291,7 @@ def test_a_retrain_record_round_trips_through_its_row(store: SampleStore) -> Non
 
 
 def test_unknown_json_values_are_stored_as_sql_nulls(store: SampleStore) -> None:
-    store.record_retrain(retrain_record(None, status="failed", error="boom"))
+    store.record_retrain(retrain_record(None, status=Outcome.FAILED, error="boom"))
     with store.engine.connect() as conn:
         query = "SELECT regimes IS NULL, model_candidates IS NULL, window_limit FROM retrains"
         stored = conn.execute(text(query)).one()

@@ -14,9 +14,9 @@ from tests.conftest import training_settings
 from tests.polling import eventually
 from tests.slots import RecordingSlot
 from training_server.metrics import TrainingMetrics
-from training_server.retrain.live_factor import LiveCalibrator
-from training_server.retrain.loop import Retrainer
-from training_server.retrain.pools_loop import PoolsLoop
+from training_server.retrain.live_calibration import LiveCalibrator
+from training_server.retrain.loop import PoolsLoop
+from training_server.retrain.retrainer import Retrainer
 from training_server.retrain.schedule import MIN_ROWS, WARMUP_ROWS, WARMUP_TICK_SEC, RetrainSchedule
 from training_server.store import SampleStore
 

@@ -37,7 +37,6 @@ from training_server.legacy.regressors import (
     fit_legacy,
     settings_columns,
 )
-from training_server.retrain.fit import TargetFit
 
 PRIOR_DIR = "legacy-prior"
 ROWS = 16384
@@ -109,21 +108,20 @@ def publish_prior_files(settings: TrainingSettings) -> None:
 
 def for_bundle(
     settings: TrainingSettings,
-    fits: Mapping[Target, TargetFit],
-    windows: Mapping[Target, tuple[Columns, np.ndarray]],
+    windows: Mapping[Target, tuple[Columns, np.ndarray] | None],
 ) -> dict[str, bytes]:
     """The legacy files of a bundle (none unless on), name -> bytes: fitted on the rows each
     target's model was fitted on (`windows`: columns, actual ms); the prior's for a target
-    that has no model yet."""
+    that has no model yet (None)."""
     s = settings
     if s.legacy_artifacts is LegacyArtifacts.NONE:
         return {}
     files = {}
-    for target, fit in fits.items():
-        if fit.model is None:
+    for target, window in windows.items():
+        if window is None:
             files[FILE_NAMES[target]] = prior_file(s, target)
             continue
-        columns, actual = windows[target]
+        columns, actual = window
         how = LegacyFit.of(s, target, threads=s.train_threads or available_cpus())
         files[FILE_NAMES[target]] = dump(
             fit_calibrated_legacy(how, settings_columns(s, target), columns, actual)

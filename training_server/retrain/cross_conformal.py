@@ -1,5 +1,5 @@
 """The bundle's calibration factor, fixed per bundle: cross-conformal, from out-of-fold scores
-of the training rows themselves (retrain.live_factor then corrects it between bundles).
+of the training rows themselves (retrain.live_calibration then corrects it between bundles).
 
 Split conformal needs rows no model saw, and a trainer that holds out 10 % of what it
 receives and calibrates on half of those has ~75 rows after 1,500: too few for a factor

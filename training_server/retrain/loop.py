@@ -1,345 +1,120 @@
-"""The retrains of one pool (Retrainer): at each tick, when the schedule says so and while
-it leads, one retrain's steps in order: window -> fit both targets -> publish -> record.
+"""PoolsLoop: one thread runs the retrains and the live calibration of every pool.
 
-The ticks of every pool run in one thread (retrain.pools_loop), so fitting never blocks
-the event loop (the libraries release the GIL while they train). One `except` around each
-retrain: it logs the traceback, records a failed retrain and counts it, so a broken
-retrain is never silent. One more around the tick keeps the thread alive when the store
-fails a follower (that is not a retrain).
+Each pool's Retrainer keeps its own schedule (its clock, its warm-up, its backoff); this
+loop only calls each one's tick when that schedule says so, in turn, so fits of two pools
+never compete for the CPU and each retrain's duration (which sizes its next window)
+measures its own fit. A new pool wakes the loop at once. The leadership among training
+replicas is one lock for every pool, released once at stop.
 
-With several training replicas only the leader (training_server.leadership) retrains; the
-others answer "follower" and serve the newest bundle the leader published.
+When the retrains of the last interval kept the thread busy past BUSY_SHARE of it, a pool
+whose tick comes late keeps each target's last model choice (retrain.target.KeptChoice),
+so that many pools on one core still retrain about once an interval.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from enum import StrEnum
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
-from shared.artifact import Manifest
-from shared.backends import library_versions
-from shared.predictor import LoadedBundle, prior_bundle
-from shared.settings import LegacyArtifacts, TrainingSettings
-from shared.slot import BundleSlot
-from shared.targets import TARGETS, Target
-from training_server.leadership import AlwaysLeader, Leadership
-from training_server.metrics import TrainingMetrics
-from training_server.retrain.fit import TargetFit
-from training_server.retrain.publish import PublishedFollower, bundle_manifest, write_and_load
-from training_server.retrain.record import RetrainRun, record_failed, record_ok
-from training_server.retrain.records import RetrainRecord
-from training_server.retrain.schedule import RetrainSchedule, backoff_factor
-from training_server.retrain.target import KeptChoice, kept_choices, train_target
-from training_server.retrain.window import WindowBudget
-from training_server.retrain_table import to_columns
-from training_server.store import SampleStore
+from training_server.leadership import Leadership
+from training_server.retrain.live_calibration import LiveCalibrator
+from training_server.retrain.retrainer import Retrainer
 
 log = logging.getLogger(__name__)
+# The loop is behind when it spent more than BUSY_SHARE of the last interval retraining
+# and a pool's tick comes more than LATE_SHARE of an interval late: that retrain keeps each
+# target's last model choice (retrain.target.KeptChoice), the choice being most of a
+# retrain's cost. A pool on time chooses again, so under many pools the choices are made
+# as the spare time allows. One pool alone (1.9 s at 200k rows every 10 s), or a few
+# that fit in the interval, are never behind.
+BUSY_SHARE = 0.5
+LATE_SHARE = 0.1
 
 
-def replica_id() -> str:
-    """host:pid names this training replica in the retrains table and /data/status."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+class PoolMember(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def retrainer(self) -> Retrainer: ...
+    @property
+    def calibrator(self) -> LiveCalibrator: ...
 
 
-class Outcome(StrEnum):
-    """What one retrain tick did (also the `status` label of latency_retrains_total)."""
-
-    OK = "ok"  # a new bundle is published and recorded
-    SKIPPED = "skipped"  # no new samples, or not enough yet for any model
-    FAILED = "failed"  # recorded with its error; the previous bundle keeps serving
-    FOLLOWER = "follower"  # another replica leads: not a retrain, not counted
-
-
-def trainer_slot(settings: TrainingSettings) -> BundleSlot:
-    """The slot a training server starts with: the cold-start prior of its settings."""
-    return BundleSlot(
-        prior_bundle(settings.model_type, settings.objective_type, settings.quantile_alpha)
-    )
-
-
-@dataclass
-class RetrainState:
-    """What the loop remembers between retrains (and /data/status, /healthz report)."""
-
-    trained_through: int = 0  # highest sample id the published model has seen
-    consecutive_failures: int = 0
-    total_failures: int = 0
-    last_error: str | None = None
-    last_attempt_at: datetime | None = None
-    last_success: RetrainRecord | None = None
-
-
-class Retrainer:
-    """One replica's retrains: the loop's thread (start/stop), one retrain (run_once, also
-    POST /retrain), its state (/data/status), and the leadership among replicas."""
-
+class PoolsLoop:
     def __init__(
         self,
-        settings: TrainingSettings,
-        store: SampleStore,
-        metrics: TrainingMetrics,
-        slot: BundleSlot,
-        leadership: Leadership | None = None,
+        members: Callable[[], Sequence[PoolMember]],
+        leadership: Leadership,
+        *,
+        calibration_interval_sec: float,
+        wake: threading.Event,
     ):
-        self.settings = settings
-        self.store = store
-        self.metrics = metrics
-        self.slot = slot  # what this replica serves: its own bundles, or the leader's
-        self.leadership: Leadership = leadership or AlwaysLeader()
-        self.trainer_id = replica_id()
-        metrics.is_leader.set(1 if self.leadership.is_leader else 0)
-        self.published = PublishedFollower(settings.model_dir)
-        self.state = RetrainState()
-        self.choices: dict[Target, KeptChoice] = {}  # each target's last choice
-        self._leading = self.leadership.is_leader  # as of its last election (pools share it)
-        self._elected = False  # the loop's first tick only elects
-        self.window = WindowBudget(settings.max_training_window, settings.retraining_interval_sec)
-        # The loop's clock, plus early retrains while the data is small.
-        self.schedule = RetrainSchedule(
-            settings.retraining_interval_sec, early=settings.early_retrains
-        )
-        metrics.window_limit.set(self.window.limit)
-        self._lock = threading.Lock()  # one retrain at a time (loop and manual triggers)
-        # Import the model libraries now (~1.2 s for xgboost) so the first retrain's
-        # duration, and the window budget it sets, measure fitting alone.
-        library_versions()
+        """`members`: the pools now (read every pass); `wake` is set when one is added."""
+        self.members = members
+        self.leadership = leadership
+        self.calibration_interval = calibration_interval_sec
+        self._wake = wake
+        self._next_tick: dict[str, float] = {}  # pool -> monotonic time of its next tick
+        self._busy: deque[tuple[float, float]] = deque()  # (end, seconds) of recent ticks
+        self._next_calibration = 0.0
+        self._stopping = False
+        self._thread: threading.Thread | None = None
 
-    def resume(self) -> None:
-        """After a restart or on taking over, don't retrain a model that already saw every
-        stored sample; do retrain if the bundle served is not the recorded one."""
-        published = self.slot.published
-        self.state.trained_through = 0
-        history = self.store.list_retrains(limit=1, ok_only=True)
-        if history:
-            last = self.state.last_success = history[0]
-            self.choices = kept_choices(last)
-            if (
-                published is not None
-                and last.version == published.version
-                and not self._lacks_legacy_files(published)
-            ):
-                self.state.trained_through = last.max_sample_id
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="retrainer", daemon=True)
+        self._thread.start()
 
-    def _lacks_legacy_files(self, bundle: LoadedBundle) -> bool:
-        """Legacy files are on but this bundle was written without them: retrain (from the
-        stored rows) so the next bundle has them."""
-        wanted = self.settings.legacy_artifacts is not LegacyArtifacts.NONE
-        return wanted and bundle.manifest is not None and not bundle.manifest.legacy_files
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stopping = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self.leadership.release()  # a follower takes over on its next try, not at our death
 
-    @property
-    def is_leader(self) -> bool:
-        return self.leadership.is_leader
+    def _loop(self) -> None:
+        while not self._stopping:
+            self._wake.clear()  # before the pass: a pool added during it wakes the wait
+            wait = self.run_due()
+            self._wake.wait(wait)
 
-    def _elect(self) -> bool:
-        """Try for the leadership (cheap while held); on taking over, resume from the store."""
-        was_leader, leader = self._leading, self.leadership.try_acquire()
-        self._leading = leader
-        self.metrics.is_leader.set(1 if leader else 0)
-        if leader and not was_leader:
-            self._follow()  # serve, and resume from, what the previous leader published
-            self.resume()
-            log.info(
-                "leading the retrains of pool %s as %s (trained through sample %d)",
-                self.store.pool,
-                self.trainer_id,
-                self.state.trained_through,
-            )
-        return leader
+    @staticmethod
+    def interval_of(member: PoolMember) -> float:
+        return member.retrainer.settings.retraining_interval_sec
 
-    def _follow(self) -> None:
-        """Serve the newest published bundle when CURRENT moved (the leader wrote it)."""
-        bundle = self.published.newer(self.slot.published)
-        if bundle is None:
-            return
-        self.slot.publish(bundle)
-        history = self.store.list_retrains(limit=1, ok_only=True)
-        self.state.last_success = history[0] if history else self.state.last_success
+    def busy_share(self, window: float) -> float:
+        """The share of the last `window` seconds spent in retrain ticks."""
+        since = time.monotonic() - window
+        while self._busy and self._busy[0][0] < since:
+            self._busy.popleft()
+        return sum(seconds for _, seconds in self._busy) / window if window > 0 else 0.0
 
-    def run_once(self, *, keep_choices: bool = False) -> Outcome:
-        """One retrain if new samples arrived (FOLLOWER when another replica leads);
-        `keep_choices`: refit each target's last choice instead of choosing again."""
-        with self._lock:
-            if not self._elect():
-                self._follow()
-                return Outcome.FOLLOWER
-            run = RetrainRun(
-                datetime.now(UTC),
-                time.perf_counter(),
-                self.state.trained_through,
-                self.window.limit,
-                keep_choices,
-            )
-            try:
-                run.watermark = self.store.max_sample_id()
-                if run.watermark <= self.state.trained_through:
-                    return Outcome.SKIPPED
-                self.state.last_attempt_at = run.started
-                outcome = self._retrain(run)
-            except Exception as exc:
-                self._record_failure(exc, run)
-                return Outcome.FAILED
-            if outcome is not Outcome.FOLLOWER:
-                self.metrics.retrains.labels(outcome).inc()
-            return outcome
-
-    def _retrain(self, run: RetrainRun) -> Outcome:
-        """The steps, in order; each one's name says its job."""
-        self._apply_retention()
-        run.fits = self._fit_targets(run)
-        if all(f.model is None for f in run.fits.values()):
-            return Outcome.SKIPPED  # not enough samples yet for either target: the prior serves
-        if not self._still_leading():
-            return Outcome.FOLLOWER
-        manifest = bundle_manifest(self.settings, run.started, run.fits)
-        previous_through = self._publish(manifest, run)
-        record = record_ok(
-            self.store, self.settings, self.trainer_id, manifest.version, run, previous_through
-        )
-        self._succeeded(record, run)
-        return Outcome.OK
-
-    def _apply_retention(self) -> None:
-        s = self.settings
-        self.store.enforce_retention(
-            per_bucket=s.max_training_data_size_per_bucket, test_total=s.max_test_data_size
-        )
-
-    def _fit_targets(self, run: RetrainRun) -> dict[Target, TargetFit]:
-        s = self.settings
-        fits: dict[Target, TargetFit] = {}
-        for target in TARGETS:
-            run.windows[target] = self.store.window(target, test=False, limit=run.window_limit)
-            # The model is chosen per target among candidates (retrain.target, retrain.select).
-            fits[target] = fit = train_target(
-                s,
-                target,
-                run.windows[target],
-                self.store.window(target, test=True, limit=s.max_test_data_size),
-                self.choices.get(target) if run.keep_choices else None,
-            )
-            if fit.choice is not None:
-                self.choices[target] = KeptChoice(fit.choice, fit.log_offset, fit.chosen_on)
-        return fits
-
-    def _still_leading(self) -> bool:
-        """Lost the lock while fitting: leave publishing to the new leader (this narrows the
-        overlap of two writers to the publish itself, which is atomic anyway)."""
-        if self.leadership.try_acquire():
-            return True
-        self._leading = False
-        self.metrics.is_leader.set(0)
-        log.warning("leadership lost during the retrain; not publishing")
-        return False
-
-    def _publish(self, manifest: Manifest, run: RetrainRun) -> int:
-        """Write the bundle, verify it as readers will read it, and serve it; returns the
-        watermark the previous bundle was trained through.
-
-        Published: CURRENT names this bundle now. Serve it and mark its rows as trained
-        before the bookkeeping, which needs the store: when that fails (a locked or lost
-        database) this replica's routes and /model/export must not lag behind CURRENT, and
-        the next tick must not publish yet another version of the same rows."""
-        bundle = write_and_load(self.settings, manifest, run.fits, run.windows)
-        previous_through = self.state.trained_through
-        self.slot.publish(bundle)
-        self.state.trained_through = run.watermark
-        self.metrics.model_published_at.set(run.started.timestamp())
-        return previous_through
-
-    def _succeeded(self, record: RetrainRecord, run: RetrainRun) -> None:
-        """Size the next window by this retrain's time, reset the failure streak, tell."""
-        next_limit = self.window.observe(
-            record.duration_s, max(f.train_samples for f in run.fits.values())
-        )
-        if next_limit != run.window_limit:
-            log.info(
-                "training window %d -> %d rows per target (retrain took %.2f s, budget %.2f s)",
-                run.window_limit,
-                next_limit,
-                record.duration_s,
-                self.window.budget_sec,
-            )
-        self.metrics.window_limit.set(next_limit)
-        self.state.consecutive_failures = 0
-        self.state.last_error = None
-        self.state.last_success = record
-        self.metrics.consecutive_failures.set(0)
-        self.metrics.retrain_seconds.observe(record.duration_s)
-        self.metrics.observe_retrain(record)
-        log.info(
-            "retrain ok pool=%s version=%s duration_s=%.3f %s",
-            self.store.pool,
-            record.version,
-            record.duration_s,
-            " ".join(  # the per-target scores, named as the retrains table's columns
-                f"{k}={v:.4g}"
-                for k, v in to_columns(record).items()
-                if k.startswith(("ttft_", "tpot_")) and isinstance(v, int | float)
-            ),
-        )
-
-    def _record_failure(self, exc: Exception, run: RetrainRun) -> None:
-        log.exception("retrain failed")
-        self.state.consecutive_failures += 1
-        self.state.total_failures += 1
-        self.state.last_error = f"{type(exc).__name__}: {exc}"
-        self.metrics.retrains.labels(Outcome.FAILED).inc()
-        self.metrics.consecutive_failures.set(self.state.consecutive_failures)
-        try:
-            record_failed(
-                self.store, self.settings, self.trainer_id, exc, self.state.last_error, run
-            )
-        except Exception:  # the store may be what failed; the counters above still tell
-            log.exception("could not record the failed retrain")
-
-    # the loop's step (retrain.pools_loop runs it) ------------------------------------------
-    def tick(self, *, behind: bool = False) -> float:
-        """One tick: elect on the first, retrain when due on the others (keeping each
-        target's last choice when the loop runs `behind` its interval); returns the
-        seconds to the next tick."""
-        try:
-            if not self._elected:
-                with self._lock:
-                    self._elect()
-                self._elected = True
-            elif self._due():
-                self.run_once(keep_choices=behind)
-        except Exception:  # see the module docstring: retrain errors never get here
-            log.exception("retrainer tick failed; trying again next interval")
-        return self.next_wait()
-
-    def _due(self) -> bool:
-        """Whether this tick retrains (retrain.schedule): on the clock, or during the
-        warm-up once the stored rows doubled. A store that does not answer leaves the
-        clock alone to decide (run_once then records the failure)."""
-        rows = 0
-        if self.schedule.warming_up:
-            try:
-                rows = self.store.max_sample_id()
-            except Exception:
-                log.debug("cannot count the stored rows; the clock decides", exc_info=True)
-        if not self.schedule.due(rows):
-            return False
-        self.schedule.started(rows)
-        return True
-
-    def next_wait(self) -> float:
-        """The schedule's next tick; after failed retrains in a row the interval, stretched
-        by the schedule's backoff_factor (the first success resets it)."""
-        failures = self.state.consecutive_failures
-        factor = backoff_factor(failures)
-        if factor > 1:
-            log.warning(
-                "%d failed retrains in a row: next try in %.0f s",
-                failures,
-                factor * self.settings.retraining_interval_sec,
-            )
-            return float(factor * self.settings.retraining_interval_sec)
-        return self.schedule.wait()
+    def run_due(self) -> float:
+        """Tick every pool whose schedule is due, and the live calibrations when theirs
+        is; returns the seconds until the next is due."""
+        members = list(self.members())
+        for member in members:
+            if self._stopping:
+                return 0.0
+            started = time.monotonic()
+            due = self._next_tick.get(member.name)
+            if due is None or due <= started:
+                interval = self.interval_of(member)
+                late = due is not None and started - due > LATE_SHARE * interval
+                behind = late and self.busy_share(interval) > BUSY_SHARE
+                wait = member.retrainer.tick(behind=behind)
+                ended = time.monotonic()
+                self._busy.append((ended, ended - started))
+                self._next_tick[member.name] = ended + wait
+        if time.monotonic() >= self._next_calibration:
+            for member in members:
+                try:
+                    member.calibrator.tick()
+                except Exception:  # a store hiccup: the factor just waits for the next tick
+                    log.exception("live calibration of pool %s failed", member.name)
+            self._next_calibration = time.monotonic() + self.calibration_interval
+        soonest = min([self._next_calibration, *self._next_tick.values()])
+        return max(0.0, soonest - time.monotonic())

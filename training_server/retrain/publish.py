@@ -72,7 +72,10 @@ def write_and_load(
         manifest,
         {t: f.model for t, f in fits.items()},
         keep=s.keep_model_versions,
-        legacy_files=for_bundle(s, fits, windows),
+        # The rows of each target that has a model; None: the prior's file.
+        legacy_files=for_bundle(
+            s, {t: None if f.model is None else windows[t] for t, f in fits.items()}
+        ),
     )
     return load_bundle(s.model_dir, manifest.version)
 

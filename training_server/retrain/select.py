@@ -26,8 +26,8 @@ from training_server.retrain.cross_conformal import (
     out_of_fold,
     take,
 )
-from training_server.retrain.evaluate import pinball_loss
 from training_server.retrain.fit import fit_model, model_ms
+from training_server.retrain.scoring import pinball_loss
 
 # Out-of-fold fits use at most this many of the newest rows: enough to rank candidates and
 # place a factor (1,000 scores above the p90), and the extra cost stays flat however large

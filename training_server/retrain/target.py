@@ -3,11 +3,11 @@ cross-conformal factor, and score it on the held-out rows as the servers will an
 
 The winner of retrain.select is refitted on the whole window and served with its factor.
 The held-out rows (never fitted, never used to choose) score what the prediction servers
-will answer (retrain.evaluate).
+will answer (retrain.scoring).
 
 The choice is most of a retrain's cost (about 39 fits of 1,000 rows, against one for the
 refit). When the retrain loop runs behind its interval (many pools on one core,
-retrain.pools_loop) a retrain may keep the target's last choice (KeptChoice): the same
+retrain.loop) a retrain may keep the target's last choice (KeptChoice): the same
 candidate, refitted on the new rows, served with the factor chosen with it; so a pool that
 is waiting for its turn gets a fresh model at a fraction of the cost. The choice is made
 again whenever the loop has time, and whenever the rows moved by more than KEEP_ROWS_RATIO.
@@ -26,10 +26,10 @@ from shared.served import compile_model
 from shared.settings import Calibration, TrainingSettings
 from shared.targets import TARGETS, Target
 from training_server.retrain.candidates import Candidate, candidates
-from training_server.retrain.evaluate import score_held_out
 from training_server.retrain.fit import MIN_ROWS_FOR_A_QUANTILE, TargetFit, fit_model, fit_params
-from training_server.retrain.records import RetrainRecord
+from training_server.retrain.scoring import score_held_out
 from training_server.retrain.select import Scored, select
+from training_server.retrain_record import RetrainRecord
 
 # A kept choice is chosen again once the training rows grew or shrank past this ratio: two
 # doublings, so that a store growing by a tenth an interval does not make every late pool

@@ -12,7 +12,7 @@ from shared.schemas import PredictionServerReport
 from shared.web.auth import Access, require
 from shared.web.json_body import JSONBodyRoute
 from shared.wire import rfc3339
-from training_server.deps import FleetDep, PublishedBundle
+from training_server.deps import PoolDep, PublishedBundle
 from training_server.prediction_fleet import SeenServer, ServerReport
 
 # JSONBodyRoute: a bad JSON body (NaN, 1e999, not UTF-8) answers the contract's 422.
@@ -36,13 +36,13 @@ def _listed(server: SeenServer, now: float, current: str | None) -> dict[str, An
 
 
 @router.post("/prediction_servers/report", dependencies=require(Access.EPP))
-async def report(body: PredictionServerReport, fleet: FleetDep) -> dict[str, Any]:
-    fleet.record(ServerReport(**body.model_dump()))
+async def report(body: PredictionServerReport, pool: PoolDep) -> dict[str, Any]:
+    pool.fleet.record(ServerReport(**body.model_dump()))
     return {"recorded": body.id}
 
 
 @router.get("/prediction_servers", dependencies=require(Access.DASHBOARD))
-async def list_prediction_servers(bundle: PublishedBundle, fleet: FleetDep) -> dict[str, Any]:
+async def list_prediction_servers(bundle: PublishedBundle, pool: PoolDep) -> dict[str, Any]:
     """Newest report first, with the version this trainer serves to compare against."""
     manifest = bundle.manifest if bundle else None
     current = bundle.version if bundle else None
@@ -50,5 +50,5 @@ async def list_prediction_servers(bundle: PublishedBundle, fleet: FleetDep) -> d
     return {
         "current_version": current,
         "current_version_created_at": rfc3339(manifest.created_at) if manifest else None,
-        "servers": [_listed(s, now, current) for s in fleet.newest_first()],
+        "servers": [_listed(s, now, current) for s in pool.fleet.newest_first()],
     }

@@ -155,8 +155,8 @@ async def model_export(bundle: PublishedBundle, settings: SettingsDep, store: St
         "cold_start": published is None,
         "exported_at": rfc3339(datetime.now(UTC)),
         # llm-d's names for the training rows, and ours per split
-        **{f"{t}_samples": counts["training_data"][f"{t}_samples"] for t in ("ttft", "tpot")},
-        "sample_counts": counts,
+        **{f"{t.value}_samples": n for t, n in counts.training.by_target.items()},
+        "sample_counts": counts.as_json(),
     }
     if published is None:
         data = await run_in_threadpool(pack_files, cold_start_files(settings), metadata)

@@ -18,17 +18,15 @@ from shared.web.json_body import JSONBodyRoute
 from shared.wire import rfc3339
 from training_server.deps import (
     MetricRegistryDep,
+    PoolDep,
     PoolsDep,
     PublishedBundle,
-    RetrainerDep,
-    RuntimeDep,
     StoreDep,
 )
 from training_server.metrics import TrainingMetrics, legacy_lines, served_importances
-from training_server.pools import PoolRuntime
-from training_server.retrain.loop import Retrainer
-from training_server.retrain.records import RetrainRecord
-from training_server.retrain_table import to_columns
+from training_server.pools import PoolRuntime, PoolView
+from training_server.retrain_record import Outcome, RetrainRecord, to_columns
+from training_server.sample_counts import SampleCounts
 from training_server.store import SampleStore
 
 # JSONBodyRoute: a bad JSON body (NaN, 1e999, not UTF-8) answers the contract's 422.
@@ -61,8 +59,8 @@ async def root(bundle: PublishedBundle) -> dict[str, Any]:
 
 
 @router.get("/healthz")
-async def healthz(retrainer: RetrainerDep) -> dict[str, Any]:
-    failures = retrainer.state.consecutive_failures
+async def healthz(pool: PoolDep) -> dict[str, Any]:
+    failures = pool.state.consecutive_failures
     status = "degraded" if failures >= DEGRADED_AFTER_FAILURES else "ok"
     return {"status": status, "consecutive_retrain_failures": failures}
 
@@ -79,14 +77,14 @@ async def readyz(store: StoreDep, bundle: PublishedBundle) -> Any:
 
 def _status_payload(
     bundle: LoadedBundle | None,
-    counts: dict[str, Any],
+    counts: SampleCounts,
     queue_counts: dict[str, int],
-    retrainer: Retrainer,
+    pool: PoolView,
 ) -> dict[str, Any]:
-    state = retrainer.state
+    state = pool.state
     last = state.last_success
     return {
-        **counts,
+        **counts.as_json(),
         # llm-d's queue-gated ensemble is never served here (one model per target, with the
         # queue as a feature); the counts are the store's, split as it would split them.
         "ensemble": {
@@ -108,11 +106,11 @@ def _status_payload(
             "last_error": state.last_error,
         },
         # Which replica this is and whether it is the one that retrains and publishes.
-        "trainer": {"id": retrainer.trainer_id, "is_leader": retrainer.is_leader},
+        "trainer": {"id": pool.trainer_id, "is_leader": pool.leadership.is_leader},
     }
 
 
-async def store_counts(store: SampleStore) -> dict[str, Any]:
+async def store_counts(store: SampleStore) -> SampleCounts:
     """The store's counts; 503 naming the failure when the store does not answer."""
     try:
         return await run_in_threadpool(store.counts)
@@ -121,15 +119,13 @@ async def store_counts(store: SampleStore) -> dict[str, Any]:
 
 
 @router.get("/data/status", dependencies=require(Access.EPP))
-async def data_status(
-    store: StoreDep, retrainer: RetrainerDep, bundle: PublishedBundle
-) -> dict[str, Any]:
-    counts = await store_counts(store)
+async def data_status(pool: PoolDep, bundle: PublishedBundle) -> dict[str, Any]:
+    counts = await store_counts(pool.store)
     try:
-        queue_counts = await run_in_threadpool(store.queue_counts)
+        queue_counts = await run_in_threadpool(pool.store.queue_counts)
     except SQLAlchemyError as exc:
         raise HTTPException(503, f"sample store unavailable: {type(exc).__name__}") from exc
-    return _status_payload(bundle, counts, queue_counts, retrainer)
+    return _status_payload(bundle, counts, queue_counts, pool)
 
 
 @router.get("/retrains", dependencies=require(Access.DASHBOARD))
@@ -144,26 +140,28 @@ async def list_retrains(
 
 
 @router.post("/retrain", dependencies=require(Access.ADMIN))
-async def retrain_now(retrainer: RetrainerDep) -> dict[str, Any]:
+async def retrain_now(pool: PoolDep) -> dict[str, Any]:
     """Run one retrain now (if new samples arrived) instead of waiting for the loop.
 
-    On a replica that does not hold the leadership the outcome is "follower"."""
-    outcome = await run_in_threadpool(retrainer.run_once)
-    return {"outcome": outcome, "last_error": retrainer.state.last_error}
+    On a replica that does not hold the leadership the outcome is "follower"; a pool that
+    does not exist has no rows: "skipped"."""
+    if not isinstance(pool, PoolRuntime):
+        return {"outcome": Outcome.SKIPPED, "last_error": None}
+    outcome = await run_in_threadpool(pool.retrainer.run_once)
+    return {"outcome": outcome, "last_error": pool.state.last_error}
 
 
 @router.post("/flush", dependencies=require(Access.ADMIN))
-async def flush(
-    store: StoreDep, retrainer: RetrainerDep, body: FlushRequest | None = None
-) -> dict[str, Any]:
+async def flush(pool: PoolDep, body: FlushRequest | None = None) -> dict[str, Any]:
     body = body or FlushRequest()
+    store = pool.store
     flushed = await run_in_threadpool(
         lambda: store.flush(training=body.flush_training_data, test=body.flush_test_data)
     )
     cleared = 0
     if body.flush_metrics:
         cleared = await run_in_threadpool(store.clear_retrains)
-        retrainer.state.last_success = None
+        pool.state.last_success = None
     flushed.pop("samples_flushed")
     return {
         "success": True,
@@ -192,39 +190,27 @@ def flush_message(flushed: dict[str, int], body: FlushRequest) -> str:
     return f"Successfully flushed: {', '.join(parts)}" if parts else "No data flushed"
 
 
-def _store_gauges(store: SampleStore, m: TrainingMetrics) -> dict[str, dict[str, int]]:
-    """Set one pool's stored-rows gauges; returns its counts."""
-    try:
-        counts = store.counts()
-    except SQLAlchemyError:
-        # Metrics must answer most when something is wrong: keep the last counts, and let
-        # the failure show in the retrain and readiness series.
-        counts = store.last_counts
-    for split, label in (("training_data", "train"), ("test_data", "test")):
+def _store_gauges(counts: SampleCounts, m: TrainingMetrics) -> None:
+    """Set one pool's stored-rows gauges."""
+    for split, label in ((counts.training, "train"), (counts.test, "test")):
         for target in TARGETS:
-            m.store_samples.labels(label, target.value).set(
-                counts[split][f"{target.value}_samples"]
-            )
-    return counts
-
-
-def _all_store_gauges(runtimes: list[PoolRuntime], asked: PoolRuntime) -> dict[str, dict[str, int]]:
-    """Every pool's gauges, fresh at each scrape; returns the asked pool's counts."""
-    counts = {r.name: _store_gauges(r.store, r.metrics) for r in runtimes}
-    return counts.get(asked.name) or _store_gauges(asked.store, asked.metrics)
+            m.store_samples.labels(label, target.value).set(split.by_target[target])
 
 
 @router.get("/metrics", dependencies=require(Access.EPP))
-async def metrics(pool: RuntimeDep, pools: PoolsDep, registry: MetricRegistryDep) -> Response:
-    """llm-d's lines for the request's pool, then every series of every pool, labelled."""
-    counts = await run_in_threadpool(_all_store_gauges, pools.runtimes(), pool)
+async def metrics(pool: PoolDep, pools: PoolsDep, registry: MetricRegistryDep) -> Response:
+    """llm-d's lines for the request's pool, then every series of every pool, labelled.
+    The stored-rows counts are each pool's as last counted (every retrain tick) plus the
+    rows this replica stored since: a scrape makes no query, however many pools."""
+    for runtime in pools.runtimes():
+        _store_gauges(runtime.store.known_counts, runtime.metrics)
     settings, bundle = pool.settings, pool.slot.published
     lines = legacy_lines(
         model_type=(bundle.model_type if bundle else settings.model_type).value,
         objective=(bundle.objective if bundle else settings.objective_type).value,
         quantile=bundle.quantile if bundle else settings.quantile_alpha,
-        counts=counts,
-        last_ok=pool.retrainer.state.last_success,
+        counts=pool.store.known_counts,
+        last_ok=pool.state.last_success,
         importances=served_importances(bundle, settings),
     )
     body = ("\n".join(lines) + "\n").encode() + generate_latest(registry)

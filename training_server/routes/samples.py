@@ -47,7 +47,7 @@ async def add_training_data_bulk(
     rows listed, or 422 when no row is valid."""
     started = time.perf_counter()
     name = pool_of(request)
-    checked = pools.lookup(name)  # vacant for a new pool: it opens only for valid rows
+    checked = pools.resolve(name)  # a view of a new pool: it opens only for valid rows
     settings, metrics = checked.settings, checked.metrics
     if len(payload.entries) > settings.max_rows_per_call:
         metrics.samples_rejected.labels("too_many_rows").inc(len(payload.entries))

@@ -1,4 +1,4 @@
-"""The live factor (LiveCalibrator): adaptive conformal inference on the served predictions,
+"""Live calibration (LiveCalibrator): adaptive conformal inference on the served predictions,
 run by the leading trainer, published in shared.live_calibration's file for every server.
 
 It corrects, between bundles, what the bundle's own factor (retrain.cross_conformal) left:

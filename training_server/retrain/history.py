@@ -1,5 +1,6 @@
-"""One retrain's record: the run in progress (RetrainRun) and its RetrainRecord (records.py),
-a success's with the live scores of the bundle it replaces (record_ok) or a failure's.
+"""A retrain into the history (the retrains table): the run in progress (RetrainRun), then
+its RetrainRecord (training_server.retrain_record), a success's with the live scores of the
+bundle it replaces (record_ok) or a failure's (record_failed).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import numpy as np
 from shared.features import Columns
 from shared.settings import TrainingSettings
 from shared.targets import TARGETS, Target
-from training_server.retrain.evaluate import evaluate
 from training_server.retrain.fit import TargetFit
-from training_server.retrain.records import NO_TARGET, RetrainRecord, TargetRecord
+from training_server.retrain.scoring import evaluate
+from training_server.retrain_record import NO_TARGET, Outcome, RetrainRecord, TargetRecord
 from training_server.store import SampleStore
 
 # Served rows scored per retrain (the newest since the previous one are what matters).
@@ -73,7 +74,7 @@ def retrain_record(
     settings: TrainingSettings,
     trainer: str,
     version: str | None,
-    status: str,
+    status: Outcome,
     error: str | None,
     run: RetrainRun,
 ) -> RetrainRecord:
@@ -133,7 +134,7 @@ def record_ok(
     """Record the retrain of a published `run`, with the live scores of the bundle it
     replaces (trained through `previous_through`); a failure here is a failed retrain whose
     bundle is nevertheless served (PublishedNotRecorded)."""
-    record = retrain_record(settings, trainer, version, "ok", None, run)
+    record = retrain_record(settings, trainer, version, Outcome.OK, None, run)
     try:
         record = replace(
             record,
@@ -163,5 +164,5 @@ def record_failed(
     version = error.version if isinstance(error, PublishedNotRecorded) else None
     failed = RetrainRun(run.started, run.t0, run.watermark, run.window_limit)
     store.record_retrain(
-        retrain_record(settings, trainer, version, "failed", message[:2000], failed)
+        retrain_record(settings, trainer, version, Outcome.FAILED, message[:2000], failed)
     )
