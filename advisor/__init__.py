@@ -9,6 +9,7 @@ Modules, one job each: `rows` (read the store), `profile` (distributions), `fit`
 model against the rows), `workload` (rebuild requests), `predictor` (our servers, warmed
 once for every paced run), `simulate` (policies x seeds), `verdict` (the rule), `reason`
 (the verdict in words), `cost` (the sidecars' footprint), `report` (screen and JSON),
-`plots`, `progress`, `advise` (the steps in order), `command` (argparse and exit codes).
+`plots`, `progress`, `advise` (the steps in order), `options` (what was asked), `command`
+(argparse and exit codes).
 It imports poolsim, and of the servers only `training_server.tables` (the schema).
 """

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import httpx
 import numpy as np
 
-from advisor.command import Options
 from advisor.cost import sidecar_cost
 from advisor.fit import FitReport, check_fit
+from advisor.options import Options
 from advisor.profile import Profile, RateCurve, output_model, output_tokens, profile
 from advisor.progress import Progress
 from advisor.reason import explain

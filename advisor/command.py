@@ -21,10 +21,11 @@ import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
+
+from advisor.options import Options
 
 if TYPE_CHECKING:  # the heavy modules load when the command runs, not with the CLI
     from advisor.advise import Advised
@@ -68,20 +69,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 class UsageProblem(Exception):
     pass
-
-
-@dataclass(frozen=True)
-class Options:
-    url: str
-    pods: int
-    hours: float
-    slos: tuple[float | None, float | None]
-    seeds: tuple[int, ...]
-    policies: tuple[str, ...]
-    hardware: str
-    sim_seconds: float | None  # None: sized to the time budget (advisor.workload)
-    speedup: float | None
-    fit_rows: int
 
 
 def _out(text: str) -> None:

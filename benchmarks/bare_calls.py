@@ -1,10 +1,12 @@
 """bench_client's reference figure `bare_call_ms`: one 100-row /predict/bulk/strict POST at
 a time (encode + POST + decode), through each transport, same server, same body.
 
-Transports: `http11` (latency_client.http11, the client's hot path), `httpx`
+Transports: `http11` (latency_client.Http11Connections, the client's hot path), `httpx`
 (httpx.AsyncClient), and any module file given with `--compare-pool FILE` that defines an
-`Http11Pool` with the same `post`/`aclose` (e.g. an earlier http11.py, taken with
-`git show <commit>:latency_client/http11.py > /tmp/old_http11.py`).
+`Http11Connections` (or, before it was renamed, an `Http11Pool`) with the same
+`post`/`aclose` (e.g. an earlier transport, taken with
+`git show <commit>:latency_client/_http11.py > /tmp/old_http11.py`; `http11.py` before
+the module went private).
 
 The machine may be loaded by others, so the transports take turns: `rounds` rounds, each
 runs every transport for calls/rounds calls (in an order rotated per round, after two
@@ -28,8 +30,7 @@ from typing import Any
 import httpx
 import orjson
 
-from latency_client.http11 import Http11Pool
-from latency_client.stats import percentiles
+from latency_client import Http11Connections, percentiles
 
 ROUTE = "/predict/bulk/strict"
 HEADERS = {"Content-Type": "application/json"}
@@ -46,15 +47,15 @@ class Transport:
     p99_ms: list[float] = field(default_factory=list)
 
 
-def pool_transport(name: str, pool: Any, url: str) -> Transport:
-    """Anything with Http11Pool's `post(base_url, path, body, headers)` and `aclose()`."""
+def connections_transport(name: str, connections: Any, url: str) -> Transport:
+    """Anything with Http11Connections' `post(base_url, path, body, headers)` and `aclose()`."""
 
     async def post(body: bytes) -> bytes:
-        status, answer = await pool.post(url, ROUTE, body, HEADERS)
+        status, answer = await connections.post(url, ROUTE, body, HEADERS)
         assert status == 200, (status, answer[:200])
         return bytes(answer)
 
-    return Transport(name, post, pool.aclose)
+    return Transport(name, post, connections.aclose)
 
 
 def httpx_transport(url: str) -> Transport:
@@ -66,14 +67,16 @@ def httpx_transport(url: str) -> Transport:
     return Transport("httpx", post, client.aclose)
 
 
-def load_pool(path: Path) -> Any:
-    """A fresh Http11Pool from a module file outside the package (the one to compare)."""
+def load_connections(path: Path) -> Any:
+    """A fresh Http11Connections from a module file outside the package (the one to compare;
+    files from before the rename call it Http11Pool)."""
     spec = importlib.util.spec_from_file_location(f"compare_{path.stem}", path)
     assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
-    return module.Http11Pool()
+    found = getattr(module, "Http11Connections", None) or module.Http11Pool
+    return found()
 
 
 async def calls(transport: Transport, rows: list[dict[str, object]], n: int) -> list[float]:
@@ -116,8 +119,8 @@ async def bare_calls(
     compare: Sequence[Path] = (),
 ) -> dict[str, Any]:
     """`total_calls` measured calls per transport, in `rounds` interleaved rounds."""
-    transports = [pool_transport("http11", Http11Pool(), url), httpx_transport(url)]
-    transports += [pool_transport(p.stem, load_pool(p), url) for p in compare]
+    transports = [connections_transport("http11", Http11Connections(), url), httpx_transport(url)]
+    transports += [connections_transport(p.stem, load_connections(p), url) for p in compare]
     per_round = max(1, total_calls // rounds)
     try:
         for transport in transports:

@@ -18,7 +18,7 @@ Load, per cell: picks arrive open loop (exponential gaps) at the offered rate fo
 `--seconds` (and at most 1.2 x rate x seconds picks), after a 1 s warm-up that is not
 counted. A pick is what a router does per request: one prediction row per pod for `--pods`
 pods (pod states and prompts drawn from the traces), PredictorClient.predict (through the
-coalescer, default ClientConfig), then latency_client.picker.pick. One client per cell. The
+coalescer, default ClientConfig), then latency_client.pick. One client per cell. The
 "one replica down" cells SIGKILL the first prediction server after their warm-up, so the
 client meets it with live keep-alive connections, then connection refusals.
 
@@ -63,8 +63,7 @@ from benchmarks.client_load import pod_sets, requests, run_cell
 from benchmarks.common import allowed_cpus, pin, say
 from benchmarks.trace_files import all_trace_rows
 from devkit.processes import ServerProcess, free_port
-from latency_client import ClientConfig
-from latency_client.picker import prediction_rows
+from latency_client import ClientConfig, prediction_rows
 
 
 def train(
@@ -209,7 +208,7 @@ def parse_args() -> argparse.Namespace:
         type=Path,
         action="append",
         default=[],
-        help="a module file with another Http11Pool to add to bare_call_ms (repeatable)",
+        help="a module file with another Http11Connections to add to bare_call_ms (repeatable)",
     )
     parser.add_argument(
         "--no-pin",

@@ -62,8 +62,8 @@ def ingest_rate(url: str, batches: list[list[dict[str, Any]]], senders: int) -> 
         return len(batch) if reply.status_code == 202 else 0
 
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(senders) as pool:
-        accepted = sum(pool.map(send, batches))
+    with ThreadPoolExecutor(senders) as threads:
+        accepted = sum(threads.map(send, batches))
     return accepted / (time.perf_counter() - t0)
 
 

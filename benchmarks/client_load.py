@@ -13,10 +13,16 @@ from typing import Any
 
 from benchmarks.common import cpu_seconds
 from devkit.processes import ServerProcess
-from latency_client import ClientConfig, PodState, PredictionUnavailable, PredictorClient
-from latency_client.picker import pick, prediction_rows
-from latency_client.stats import percentiles
-from latency_client.types import RequestInfo
+from latency_client import (
+    ClientConfig,
+    PodState,
+    PredictionUnavailable,
+    PredictorClient,
+    RequestInfo,
+    percentiles,
+    pick,
+    prediction_rows,
+)
 
 WARMUP_S = 1.0
 DRAIN_S = 10.0

@@ -71,10 +71,10 @@ def run(args: argparse.Namespace) -> int:
 
 def gather(training_url: str, prediction_urls: list[str]) -> dict[str, Any]:
     """Ask every server at once (each bounded by the HTTP timeout); compare their versions."""
-    with ThreadPoolExecutor(max_workers=1 + len(prediction_urls)) as pool:
-        trainer_job = pool.submit(_server, training_url, TRAINING, _read_trainer)
+    with ThreadPoolExecutor(max_workers=1 + len(prediction_urls)) as threads:
+        trainer_job = threads.submit(_server, training_url, TRAINING, _read_trainer)
         predictors = list(
-            pool.map(lambda u: _server(u, PREDICTION, _read_predictor), prediction_urls)
+            threads.map(lambda u: _server(u, PREDICTION, _read_predictor), prediction_urls)
         )
         trainer = trainer_job.result()
     published = trainer.get("model_version") if trainer["state"] == "up" else None

@@ -1,31 +1,46 @@
-"""latency_client: a Python client for the latency predictor (coalescing, failover, training
-rows back) and llm-d's predicted-latency picker as pure functions.
+"""latency_client: what a router written in Python needs from the latency predictor.
 
-Runtime dependencies: httpx and orjson only; it never imports the servers.
+- Predictions: `PredictorClient` (asyncio: coalescing, failover, training rows sent back)
+  or `SyncPredictorClient` (threads), tuned by `ClientConfig`, watched by `ClientStats`
+  (nearest-rank `percentiles`); every missing prediction is a `PredictionUnavailable`.
+- Picking: `pick` (llm-d's predicted-latency picker as pure functions) or
+  `LatencyFirstPicker` (ours), on `PodState`, `RequestInfo` and `Prediction`;
+  `choose_pod` and `completion_rows` wire a client and `pick` into a router.
+- `Http11Connections`: the hot path's HTTP/1.1 transport, for benchmarks that measure it.
+
+Import from here only: the underscored modules are private. Runtime dependencies: httpx and
+orjson; it never imports the servers.
 """
 
 from __future__ import annotations
 
-from latency_client.client import PredictorClient
-from latency_client.config import ClientConfig
-from latency_client.errors import (
+from latency_client._client import PredictorClient
+from latency_client._config import ClientConfig
+from latency_client._errors import (
     ClientClosed,
     LatencyClientError,
     PredictionRejected,
     PredictionTimeout,
     PredictionUnavailable,
 )
-from latency_client.picker import Pick, PickerConfig, pick
-from latency_client.routing import choose_pod, completion_rows
-from latency_client.stats import ClientStats
-from latency_client.sync import SyncPredictorClient
-from latency_client.types import PodState, Prediction, RequestInfo, Row
+from latency_client._headroom import prediction_row, prediction_rows
+from latency_client._http11 import Http11Connections, HttpError
+from latency_client._latency_first import LatencyFirstConfig, LatencyFirstPicker
+from latency_client._picker import Pick, PickerConfig, pick
+from latency_client._routing import choose_pod, completion_rows
+from latency_client._stats import ClientStats, percentiles
+from latency_client._sync import SyncPredictorClient
+from latency_client._types import PodState, Prediction, RequestInfo, Row
 
 __all__ = [
     "ClientClosed",
     "ClientConfig",
     "ClientStats",
+    "Http11Connections",
+    "HttpError",
     "LatencyClientError",
+    "LatencyFirstConfig",
+    "LatencyFirstPicker",
     "Pick",
     "PickerConfig",
     "PodState",
@@ -39,5 +54,8 @@ __all__ = [
     "SyncPredictorClient",
     "choose_pod",
     "completion_rows",
+    "percentiles",
     "pick",
+    "prediction_row",
+    "prediction_rows",
 ]

@@ -9,7 +9,7 @@ the step-time roofline), `blocks` (KV blocks and the prefix cache), `sequence` a
 (one pod's scheduler), `engine` (the event loop), `workloads` and `replay` (requests),
 `policy_api` (what a policy sees and implements), `policies` and `oracle`, `predicted`
 (llm-d's picker on our real predictor, closed loop; with `predictor_servers`, `model_age`
-and `served`), `metrics`, `report`, `progress`, `command`, and `calibrate`.
+and `prediction_quality`), `metrics`, `report`, `progress`, `command`, and `calibrate`.
 
 Calibration (run once, before any policy was compared; constants fixed after)
 -----------------------------------------------------------------------------

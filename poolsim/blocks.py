@@ -7,9 +7,9 @@ blocks keep their content until reused: a freed keyed block stays findable, and 
 takes never-used blocks first, then evicts the least recently freed. A request's blocks are
 freed last block first (vLLM's order), so a prefix's head outlives its tail.
 
-`BlockPool` is the real thing; `CountingPool` is the cheap stand-in a look-ahead (the oracle
-policy) runs on: block counts only, prefix matches read from the real pool, which it never
-changes.
+`KVBlockAllocator` is the real thing; `CountingAllocator` is the cheap stand-in a look-ahead
+(the oracle policy) runs on: block counts only, prefix matches read from the real allocator,
+which it never changes.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def shared_key(group: int, index: int) -> int:
 
 
 class Holder(Protocol):
-    """The per-sequence block holdings the pools read and update."""
+    """The per-sequence block holdings the allocators read and update."""
 
     request: Request
     shared_keys: list[int]
@@ -35,7 +35,7 @@ class Holder(Protocol):
     blocks_held: int
 
 
-class Pool(Protocol):
+class BlockAllocator(Protocol):
     total: int
 
     def free_blocks(self) -> int: ...
@@ -45,7 +45,7 @@ class Pool(Protocol):
     def release(self, seq: Holder) -> None: ...
 
 
-class BlockPool:
+class KVBlockAllocator:
     def __init__(self, total: int, block_size: int) -> None:
         self.total = total
         self.block_size = block_size
@@ -144,15 +144,15 @@ class BlockPool:
         seq.blocks_held = 0
 
 
-class CountingPool:
-    """Free-block arithmetic over a frozen view of a real pool, for look-aheads.
+class CountingAllocator:
+    """Free-block arithmetic over a frozen view of a real allocator, for look-aheads.
 
-    Prefix matches are read from the real pool as it was when the look-ahead began (the
+    Prefix matches are read from the real allocator as it was when the look-ahead began (the
     look-ahead never changes it, so blocks it frees or evicts do not change them). Every
     block a look-ahead allocates counts as private; matched shared blocks go back to the
     free count when the last look-ahead sequence of their group lets go of them."""
 
-    def __init__(self, real: BlockPool, group_refs: dict[int, int]) -> None:
+    def __init__(self, real: KVBlockAllocator, group_refs: dict[int, int]) -> None:
         self.total = real.total
         self.real = real
         self.free = real.free_blocks()

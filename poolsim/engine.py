@@ -123,7 +123,7 @@ class Engine:
             await asyncio.sleep(ahead)
 
     async def _arrive(self, request: Request, now: float) -> None:
-        features = [pod.features(request) for pod in self.pods]
+        features = [pod_features(pod, request) for pod in self.pods]
         info = RequestInfo(
             request.id,
             request.arrival_s,
@@ -199,6 +199,23 @@ class Engine:
             routes=self.routes,
             regrets=self.regret.regrets if self.regret is not None else [],
         )
+
+
+def pod_features(pod: Pod, request: Request) -> PodFeatures:
+    """The row the EPP would send for `pod` when scheduling `request` (built here, not by
+    the pod, so the pod model stays below the policy interface)."""
+    return PodFeatures(
+        kv_cache_percentage=pod.kv_usage(),
+        input_token_length=request.input_tokens,
+        num_request_waiting=len(pod.waiting),
+        num_request_running=pod.in_flight(),
+        num_tokens_generated=1,
+        prefill_tokens_in_flight=pod.prefill_pending_tokens,
+        decode_tokens_in_flight=0,
+        prefix_cache_score=pod.prefix_score(request),
+        uncached_tokens_in_flight=pod.uncached_pending_tokens,
+        pod_class=pod.hw.name,
+    )
 
 
 def _check_fits(request: Request, hw: Hardware) -> None:

@@ -1,14 +1,13 @@
-"""`latency-first`: our own picker (latency_client.latency_first) on our real predictor, in
-the same closed loop as `predicted-latency` (poolsim.predicted.PredictorPolicy): the same
+"""`latency-first`: our own picker (latency_client.LatencyFirstPicker) on our real predictor,
+in the same closed loop as `predicted-latency` (poolsim.predicted.PredictorPolicy): the same
 prediction rows, training rows back, served-p90 scores and model-age guard; only the pick
-differs. Its rules are in latency_client.latency_first. `latency-first-noclass` is the same
-without `pod_class` in its rows (see poolsim.predicted)."""
+differs. Its rules are in latency_client/_latency_first.py. `latency-first-noclass` is the
+same without `pod_class` in its rows (see poolsim.predicted)."""
 
 from __future__ import annotations
 
-from latency_client import Pick, PodState, Prediction
+from latency_client import LatencyFirstConfig, LatencyFirstPicker, Pick, PodState, Prediction
 from latency_client import RequestInfo as PickerRequest
-from latency_client.latency_first import LatencyFirstConfig, LatencyFirstPicker
 from poolsim.policy_api import PolicyOptions
 from poolsim.predicted import PredictorPolicy
 

@@ -36,7 +36,7 @@ def ttft_lower_bound(pod: Pod, request: Request, now_s: float) -> float:
     hw = pod.hw
     in_flight = max((pod.step_end_s or now_s) - now_s, 0.0)
     ahead = pod.admitted_prefill_left()
-    matched = pod.pool.match(request)[0] * hw.block_size
+    matched = pod.allocator.match(request)[0] * hw.block_size
     own = request.input_tokens - min(matched, request.input_tokens - 1)
     return in_flight + max(hw.step_floor_ms, hw.ms_per_token * (own + ahead)) / 1000.0
 

@@ -7,7 +7,7 @@
 - `noslo`: the picker sees no SLO on any request (headroom is then minus the prediction,
   so the fastest pods score best), as when the EPP gets no SLO headers.
 
-Only the configuration changes: llm-d's algorithm runs as specified (latency_client.picker).
+Only the configuration changes: llm-d's algorithm runs as specified (latency_client.pick).
 """
 
 from __future__ import annotations

@@ -15,18 +15,17 @@ from __future__ import annotations
 
 from collections import deque
 
-from poolsim.blocks import BlockPool, CountingPool, Pool
+from poolsim.blocks import BlockAllocator, CountingAllocator, KVBlockAllocator
 from poolsim.hardware import Hardware
-from poolsim.policy_api import PodFeatures
 from poolsim.request import Request
 from poolsim.sequence import Seq
 
 
 class Pod:
-    def __init__(self, index: int, hw: Hardware, pool: Pool | None = None) -> None:
+    def __init__(self, index: int, hw: Hardware, allocator: BlockAllocator | None = None) -> None:
         self.index = index
         self.hw = hw
-        self.pool: Pool = pool or BlockPool(hw.kv_blocks, hw.block_size)
+        self.allocator: BlockAllocator = allocator or KVBlockAllocator(hw.kv_blocks, hw.block_size)
         self.waiting: deque[Seq] = deque()
         self.running: list[Seq] = []
         self.step_end_s: float | None = None  # None when idle
@@ -46,11 +45,11 @@ class Pod:
         return len(self.running) + len(self.waiting)
 
     def kv_usage(self) -> float:
-        return 1.0 - self.pool.free_blocks() / self.pool.total
+        return 1.0 - self.allocator.free_blocks() / self.allocator.total
 
     def prefix_score(self, request: Request) -> float:
         prompt_blocks = -(-request.input_tokens // self.hw.block_size)
-        return self.pool.match(request)[0] / prompt_blocks if prompt_blocks else 0.0
+        return self.allocator.match(request)[0] / prompt_blocks if prompt_blocks else 0.0
 
     def admitted_prefill_left(self) -> int:
         """Prompt tokens that admitted (running) sequences still have to prefill after the
@@ -65,7 +64,7 @@ class Pod:
     # ---- requests in
     def submit(self, request: Request, now_s: float) -> Seq:
         seq = Seq(request, now_s, target=request.input_tokens)
-        cached = self.pool.match(request)[0] * self.hw.block_size
+        cached = self.allocator.match(request)[0] * self.hw.block_size
         seq.uncached_at_dispatch = request.input_tokens - min(cached, request.input_tokens - 1)
         self.waiting.append(seq)
         self.prefill_pending_tokens += request.input_tokens
@@ -104,7 +103,7 @@ class Pod:
         decodes: list[Seq] = []
         chunks: list[tuple[Seq, int]] = []
         self._decodes, self._chunks = decodes, chunks
-        running, block, pool = self.running, self.hw.block_size, self.pool
+        running, block, allocator = self.running, self.hw.block_size, self.allocator
         preempted = False
         index = 0
         while index < len(running) and budget > 0:
@@ -116,7 +115,7 @@ class Pod:
             else:  # decoding: a new block only when the last one is full
                 new = 1
                 need = 1 if computed % block == 0 else 0
-            while need > 0 and not pool.allocate(seq, need):
+            while need > 0 and not allocator.allocate(seq, need):
                 victim = running.pop()  # the newest: it is never already in the batch
                 self._preempt(victim)
                 preempted = True
@@ -131,7 +130,7 @@ class Pod:
         return budget, preempted
 
     def _preempt(self, seq: Seq) -> None:
-        self.pool.release(seq)
+        self.allocator.release(seq)
         seq.discarded += seq.computed
         self.recompute_tokens += seq.computed
         seq.computed = 0
@@ -144,14 +143,14 @@ class Pod:
         block = self.hw.block_size
         while self.waiting and budget > 0 and len(self.running) < self.hw.max_num_seqs:
             seq = self.waiting[0]
-            matched, evictable = self.pool.match(seq.request)
+            matched, evictable = self.allocator.match(seq.request)
             cached = min(matched * block, seq.target - 1)
             new = min(seq.target - cached, budget)
             need = self._blocks_for(cached + new) - matched
-            if need + evictable > self.pool.free_blocks():
+            if need + evictable > self.allocator.free_blocks():
                 return  # the head of the queue waits for memory; nothing overtakes it
-            self.pool.acquire_matched(seq, matched, evictable)
-            self.pool.allocate(seq, need)
+            self.allocator.acquire_matched(seq, matched, evictable)
+            self.allocator.allocate(seq, need)
             self.waiting.popleft()
             seq.computed = cached
             seq.prefill_cached += cached
@@ -192,7 +191,7 @@ class Pod:
                 finished.append(seq)
         for seq in finished:
             seq.finish_s = now_s
-            self.pool.release(seq)
+            self.allocator.release(seq)
         if finished:
             self.running = [seq for seq in self.running if seq.finish_s is None]
         self._decodes, self._chunks = [], []
@@ -202,15 +201,15 @@ class Pod:
     # ---- look-ahead (the oracle)
     def lookahead_clone(self) -> Pod:
         """A copy that can be stepped without touching this pod (block counts only)."""
-        real = self.pool if isinstance(self.pool, BlockPool) else None
+        real = self.allocator if isinstance(self.allocator, KVBlockAllocator) else None
         if real is None:
-            raise TypeError("only a pod on a real BlockPool can be cloned")
+            raise TypeError("only a pod on a real KVBlockAllocator can be cloned")
         groups: dict[int, int] = {}
         for seq in self.running:
             group = seq.request.prefix_group
             if group is not None and seq.shared_keys:
                 groups[group] = groups.get(group, 0) + 1
-        clone = Pod(self.index, self.hw, CountingPool(real, groups))
+        clone = Pod(self.index, self.hw, CountingAllocator(real, groups))
         copies = {id(seq): seq.lookahead_copy() for seq in (*self.running, *self.waiting)}
         clone.running = [copies[id(seq)] for seq in self.running]
         clone.waiting = deque(copies[id(seq)] for seq in self.waiting)
@@ -220,18 +219,3 @@ class Pod:
         clone.prefill_pending_tokens = self.prefill_pending_tokens
         clone.uncached_pending_tokens = self.uncached_pending_tokens
         return clone
-
-    def features(self, request: Request) -> PodFeatures:
-        """The row the EPP would send for this pod when scheduling `request`."""
-        return PodFeatures(
-            kv_cache_percentage=self.kv_usage(),
-            input_token_length=request.input_tokens,
-            num_request_waiting=len(self.waiting),
-            num_request_running=self.in_flight(),
-            num_tokens_generated=1,
-            prefill_tokens_in_flight=self.prefill_pending_tokens,
-            decode_tokens_in_flight=0,
-            prefix_cache_score=self.prefix_score(request),
-            uncached_tokens_in_flight=self.uncached_pending_tokens,
-            pod_class=self.hw.name,
-        )

@@ -5,7 +5,7 @@ everything below but the pick, which a subclass's `decide` makes.
 
 Per request, the EPP's row for every pod (`PodFeatures.row()`) goes to the prediction
 servers in one /predict/bulk/strict call (latency_client's PredictorClient), and
-`latency_client.picker.pick` runs llm-d's pipeline on the answers: prefix affinity (strict,
+`latency_client.pick` runs llm-d's pipeline on the answers: prefix affinity (strict,
 then loose), the SLO headroom tiers with the request's `slo_ttft_ms` / `slo_tpot_ms`
 (absent: 0), the latency scorer and the weighted-random pick (a seeded rng). Every
 completed request goes back to the trainer as the EPP sends it
@@ -52,15 +52,15 @@ from latency_client import (
     PredictionTimeout,
     PredictionUnavailable,
     PredictorClient,
+    pick,
 )
 from latency_client import RequestInfo as PickerRequest
-from latency_client.picker import pick
 from poolsim.hardware import is_mixed
 from poolsim.model_age import ModelAgeGuard
 from poolsim.policy_api import BasePolicy, Observation, PodFeatures, PolicyOptions, RequestInfo
+from poolsim.prediction_quality import ServedScores, TargetScore
 from poolsim.predictor_servers import LocalPredictor
 from poolsim.request import Request
-from poolsim.served import ServedScores, TargetScore
 
 if TYPE_CHECKING:
     from poolsim.pod import Pod

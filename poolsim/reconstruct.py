@@ -102,7 +102,7 @@ class Reconstruction:
             seq = self._add(context, remaining + 1)
             self.pod.waiting.pop()
             self.pod.prefill_pending_tokens -= context
-            if not self.pod.pool.allocate(seq, blocks_each):
+            if not self.pod.allocator.allocate(seq, blocks_each):
                 break  # a row whose KV exceeds this hardware: keep what fits
             seq.computed = seq.target = context
             seq.generated = 1

@@ -40,7 +40,7 @@ class Seq:
         return self.finish_s is not None
 
     def lookahead_copy(self) -> Seq:
-        """A copy whose block holdings are counts only (for a CountingPool)."""
+        """A copy whose block holdings are counts only (for a CountingAllocator)."""
         copy = Seq(self.request, self.dispatch_s, self.target, self.computed, self.generated)
         copy.own_blocks = self.own_blocks
         copy.blocks_held = self.blocks_held

@@ -6,8 +6,7 @@ import asyncio
 
 import pytest
 
-from latency_client import ClientConfig, PredictorClient
-from latency_client.stats import percentiles
+from latency_client import ClientConfig, PredictorClient, percentiles
 
 
 def test_percentiles_are_nearest_rank() -> None:

@@ -1,4 +1,4 @@
-"""latency_client.http11 framing against real HTTP servers on loopback: the standard
+"""Http11Connections' framing against real HTTP servers on loopback: the standard
 library's http.server for the framings our servers never send (chunked, close-delimited,
 a keep-alive connection closed while idle), and our prediction and training servers over
 TLS with a bearer token."""
@@ -15,8 +15,12 @@ from typing import ClassVar
 import pytest
 
 from devkit.processes import ServerProcess, free_port
-from latency_client import PredictionUnavailable, PredictorClient
-from latency_client.http11 import Http11Pool, HttpError
+from latency_client import (
+    Http11Connections,
+    HttpError,
+    PredictionUnavailable,
+    PredictorClient,
+)
 from tests.e2e.test_tls_and_token import self_signed
 from tests.latency_client.cluster import row, training_row
 
@@ -91,18 +95,18 @@ def plain_server() -> Iterator[str]:
 
 def test_framings_and_connection_reuse(plain_server: str) -> None:
     async def go() -> list[tuple[int, bytes]]:
-        pool = Http11Pool()
+        http = Http11Connections()
         try:
             return [
-                await pool.post(plain_server, "/length", b"one", {}),
-                await pool.post(plain_server, "/length", b"two", {}),  # the same connection
-                await pool.post(plain_server, "/chunked", b"3", {}),
-                await pool.post(plain_server, "/until-close", b"", {}),
-                await pool.post(plain_server, "/then-close", b"five", {}),
-                await pool.post(plain_server, "/length", b"six", {}),  # closed while idle
+                await http.post(plain_server, "/length", b"one", {}),
+                await http.post(plain_server, "/length", b"two", {}),  # the same connection
+                await http.post(plain_server, "/chunked", b"3", {}),
+                await http.post(plain_server, "/until-close", b"", {}),
+                await http.post(plain_server, "/then-close", b"five", {}),
+                await http.post(plain_server, "/length", b"six", {}),  # closed while idle
             ]
         finally:
-            await pool.aclose()
+            await http.aclose()
 
     answers = asyncio.run(go())
     assert answers == [
@@ -123,18 +127,18 @@ def test_framings_and_connection_reuse(plain_server: str) -> None:
 
 def test_interim_bodiless_and_chunked_over_length_answers(plain_server: str) -> None:
     async def go() -> list[tuple[int, bytes]]:
-        pool = Http11Pool()
+        http = Http11Connections()
         try:
             async with asyncio.timeout(10):  # a misframed answer would wait for more bytes
                 return [
-                    await pool.post(plain_server, "/interim-then-chunked-over-length", b"", {}),
-                    await pool.post(plain_server, "/no-content", b"", {}),
-                    await pool.post(plain_server, "/length", b"after", {}),
-                    await pool.post(plain_server, "/http10", b"", {}),
-                    await pool.post(plain_server, "/length", b"new", {}),
+                    await http.post(plain_server, "/interim-then-chunked-over-length", b"", {}),
+                    await http.post(plain_server, "/no-content", b"", {}),
+                    await http.post(plain_server, "/length", b"after", {}),
+                    await http.post(plain_server, "/http10", b"", {}),
+                    await http.post(plain_server, "/length", b"new", {}),
                 ]
         finally:
-            await pool.aclose()
+            await http.aclose()
 
     answers = asyncio.run(go())
     assert answers == [(200, b"ok-then"), (204, b""), (201, b"after"), (200, b"ok"), (201, b"new")]
@@ -145,12 +149,12 @@ def test_interim_bodiless_and_chunked_over_length_answers(plain_server: str) -> 
 
 def test_an_answer_cut_short_is_an_error_not_sent_again(plain_server: str) -> None:
     async def go() -> None:
-        pool = Http11Pool()
+        http = Http11Connections()
         try:
-            assert await pool.post(plain_server, "/length", b"one", {}) == (201, b"one")
-            await pool.post(plain_server, "/cut-short", b"", {})  # on the reused connection
+            assert await http.post(plain_server, "/length", b"one", {}) == (201, b"one")
+            await http.post(plain_server, "/cut-short", b"", {})  # on the reused connection
         finally:
-            await pool.aclose()
+            await http.aclose()
 
     with pytest.raises(HttpError, match="cut-short"):
         asyncio.run(go())
@@ -160,11 +164,11 @@ def test_an_answer_cut_short_is_an_error_not_sent_again(plain_server: str) -> No
 
 def test_an_answer_that_is_not_http_is_an_http_error(plain_server: str) -> None:
     async def go() -> None:
-        pool = Http11Pool()
+        http = Http11Connections()
         try:
-            await pool.post(plain_server, "/garbled", b"", {})
+            await http.post(plain_server, "/garbled", b"", {})
         finally:
-            await pool.aclose()
+            await http.aclose()
 
     with pytest.raises(HttpError, match="garbled"):
         asyncio.run(go())

@@ -1,4 +1,4 @@
-"""latency_client.latency_first against hand-worked cases, one per rule of its docstring.
+"""LatencyFirstPicker against hand-worked cases, one per rule of its docstring.
 Expected pods are worked out in the comments, not computed by the code under test."""
 
 from __future__ import annotations
@@ -7,8 +7,13 @@ import random
 
 import pytest
 
-from latency_client.latency_first import LatencyFirstConfig, LatencyFirstPicker
-from latency_client.types import PodState, Prediction, RequestInfo
+from latency_client import (
+    LatencyFirstConfig,
+    LatencyFirstPicker,
+    PodState,
+    Prediction,
+    RequestInfo,
+)
 
 SLO = RequestInfo(input_token_length=100, ttft_slo_ms=500.0, tpot_slo_ms=50.0)
 NO_SLO = RequestInfo(input_token_length=100)

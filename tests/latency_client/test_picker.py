@@ -1,4 +1,4 @@
-"""latency_client.picker against hand-worked cases for every rule of
+"""llm-d's picker (`pick` and its steps) against hand-worked cases for every rule of
 docs/picker.md. Expected numbers are worked out in the comments, not computed by
 the functions under test."""
 
@@ -9,23 +9,17 @@ from collections import Counter
 
 import pytest
 
-from latency_client.headroom import Candidate, Headroom
-from latency_client.picker import (
+from latency_client import (
     PickerConfig,
-    admit,
-    affinity_filter,
-    buffered_tpot_slo,
-    candidates,
-    composite_scores,
-    headroom,
-    headroom_scores,
-    latency_scores,
+    PodState,
+    Prediction,
+    RequestInfo,
     pick,
     prediction_row,
-    tier_filter,
-    weighted_pick,
 )
-from latency_client.types import PodState, Prediction, RequestInfo
+from latency_client._headroom import Candidate, Headroom, buffered_tpot_slo, candidates, headroom
+from latency_client._picker import admit, affinity_filter, tier_filter
+from latency_client._scoring import composite_scores, headroom_scores, latency_scores, weighted_pick
 
 SLO = RequestInfo(input_token_length=100, ttft_slo_ms=1000.0, tpot_slo_ms=50.0)
 

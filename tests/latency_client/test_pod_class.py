@@ -3,9 +3,15 @@ from them otherwise, so the client's bytes for llm-d-like usage are the ones it 
 
 from __future__ import annotations
 
-from latency_client import PodState, Prediction, RequestInfo, completion_rows
-from latency_client.picker import prediction_row, prediction_rows
-from latency_client.strict import encode_rows
+from latency_client import (
+    PodState,
+    Prediction,
+    RequestInfo,
+    completion_rows,
+    prediction_row,
+    prediction_rows,
+)
+from latency_client._strict import encode_rows
 
 REQUEST = RequestInfo(input_token_length=300, encoder_input_size=2)
 PLAIN = PodState(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from latency_client.replicas import Replica, ReplicaSet
+from latency_client._replicas import Replica, ReplicaSet
 
 
 class Clock:

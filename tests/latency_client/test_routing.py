@@ -1,4 +1,4 @@
-"""latency_client.routing: the README's router wiring against real servers, and the
+"""choose_pod and completion_rows: the README's router wiring against real servers, and the
 training rows of a completed request worked out by hand."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from latency_client import (
     RequestInfo,
     choose_pod,
     completion_rows,
+    prediction_row,
 )
-from latency_client.picker import prediction_row
 from tests.latency_client.cluster import running_cluster, stored_rows
 
 POD = PodState("a", kv_cache_percentage=0.25, num_request_waiting=1, running_requests=2)

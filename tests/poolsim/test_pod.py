@@ -37,7 +37,7 @@ def assert_conserved(result: RunResult, reqs: list[Request]) -> None:
     assert sum(p.recompute_tokens for p in result.pods) == sum(s.discarded for s in result.seqs)
     assert sum(p.preemptions for p in result.pods) == sum(s.preemptions for s in result.seqs)
     for pod in result.pods:
-        assert pod.pool.free_blocks() == pod.pool.total  # every block back
+        assert pod.allocator.free_blocks() == pod.allocator.total  # every block back
         assert pod.prefill_pending_tokens == 0 and not pod.running and not pod.waiting
 
 
@@ -107,7 +107,7 @@ def test_other_groups_never_hit() -> None:
 
 
 def test_lru_evicts_the_least_recently_freed_prefix() -> None:
-    # groups 0 and 1 (512 tokens = 32 blocks each) fill the 64-block pool; a third group
+    # groups 0 and 1 (512 tokens = 32 blocks each) fill the 64 blocks; a third group
     # evicts group 0 (freed first), so group 1 still hits and group 0 misses
     reqs = [
         Request(0, 0.0, 512, 1, 0, 512),

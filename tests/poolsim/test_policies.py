@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Sequence
 
 import pytest
 
+from poolsim.engine import pod_features
 from poolsim.oracle import OraclePolicy
 from poolsim.pod import Pod
 from poolsim.policies import heuristic_scores, make_policy
@@ -99,12 +100,12 @@ def test_oracle_picks_the_pod_with_the_least_simulated_ttft() -> None:
     request = Request(1, 0.0, 200, 10)
     oracle = OraclePolicy(0)
     oracle.attach(pods, {1: request})
-    features = [p.features(request) for p in pods]
-    free_before = [p.pool.free_blocks() for p in pods]
+    features = [pod_features(p, request) for p in pods]
+    free_before = [p.allocator.free_blocks() for p in pods]
     assert oracle.choose(INFO.__class__(1, 0.0, 200, None, None), features, 0.0) == 1
     # the look-ahead left the real pods untouched
     assert [len(p.waiting) + len(p.running) for p in pods] == [1, 2, 3]
-    assert [p.pool.free_blocks() for p in pods] == free_before == [48, 56, 48]
+    assert [p.allocator.free_blocks() for p in pods] == free_before == [48, 56, 48]
 
 
 def test_observation_builds_the_epp_training_rows() -> None:

@@ -79,10 +79,14 @@ def test_the_meter_leaves_the_pods_untouched_and_matches_the_look_ahead() -> Non
         pod.submit(Request(100 + pod.index, 0.0, prompt, 5), 0.0)
         pod.start_step(0.0)
     request = Request(7, 0.02, 120, 3)
-    before = [(len(p.waiting), len(p.running), p.pool.free_blocks(), p.step_end_s) for p in pods]
+    before = [
+        (len(p.waiting), len(p.running), p.allocator.free_blocks(), p.step_end_s) for p in pods
+    ]
     meter = RegretMeter()
     regret = meter.measure(pods, request, 0, 0.02)
-    after = [(len(p.waiting), len(p.running), p.pool.free_blocks(), p.step_end_s) for p in pods]
+    after = [
+        (len(p.waiting), len(p.running), p.allocator.free_blocks(), p.step_end_s) for p in pods
+    ]
     assert before == after
     exact = [lookahead_ttft(p, request, 0.02, float("inf")) for p in pods]
     assert least_lookahead_ttft(pods, request, 0.02).best_s == min(exact)

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from poolsim.engine import Engine
+from poolsim.engine import Engine, pod_features
 from poolsim.hardware import H200
 from poolsim.pod import Pod
 from poolsim.policies import make_policy
@@ -104,7 +104,7 @@ def test_pod_counts_uncached_prompt_tokens_until_the_first_token() -> None:
     built = Pod(0, SMALL)
     built.submit(first, 0.0)
     assert built.uncached_pending_tokens == 200  # nothing cached yet
-    assert built.features(again).uncached_tokens_in_flight == 200
+    assert pod_features(built, again).uncached_tokens_in_flight == 200
     assert built.lookahead_clone().uncached_pending_tokens == 200
     now = built.start_step(0.0)
     while now is not None and built.uncached_pending_tokens:

@@ -1,5 +1,6 @@
 """The house rules of `shared`, checked on the source: it imports neither server and, but
-for its web subpackage, no web framework; and importing one small module stays cheap."""
+for its web subpackage, no web framework; and importing one small module stays cheap.
+(The rules of the whole tree, packages and modules, are tests/test_layering.py.)"""
 
 from __future__ import annotations
 
@@ -62,51 +63,3 @@ def test_importing_a_small_module_loads_no_heavy_library() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
     )
     assert done.stdout.strip() == "[]"
-
-
-PACKAGES = (
-    "shared",
-    "devkit",
-    "training_server",
-    "prediction_server",
-    "latency_client",
-    "poolsim",
-    "latency_cli",
-    "migrations",
-)
-
-
-def package_graph() -> dict[str, set[str]]:
-    """Which first-party packages each package imports (itself left out)."""
-    graph: dict[str, set[str]] = {}
-    for package in PACKAGES:
-        found: set[str] = set()
-        for path in (ROOT / package).rglob("*.py"):
-            found |= top_level(imported_modules(path))
-        graph[package] = (found & set(PACKAGES)) - {package}
-    return graph
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Every import cycle, each as the path that closes it."""
-    found: list[list[str]] = []
-
-    def walk(node: str, path: list[str]) -> None:
-        for nxt in sorted(graph.get(node, ())):
-            if nxt == path[0]:
-                found.append([*path, nxt])
-            elif nxt not in path and nxt > path[0]:
-                walk(nxt, [*path, nxt])
-
-    for start in sorted(graph):
-        walk(start, [start])
-    return found
-
-
-def test_packages_import_only_downward() -> None:
-    assert cycles(package_graph()) == []
-
-
-def test_the_cycle_check_sees_a_cycle() -> None:
-    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
-    assert cycles({"a": {"b"}, "b": set()}) == []

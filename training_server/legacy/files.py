@@ -8,8 +8,8 @@ Before any bundle: the cold-start prior (shared.prior). An llm-d prediction serv
 only once it has loaded a TTFT and a TPOT model, so the trainer serves the documented prior
 as ttft.joblib and tpot.joblib from its first second: regressors of the settings' library
 fitted, by squared error, to the prior's formula on generated rows spanning what the EPP
-sends. They follow the formula to within a few percent (tests/training_server/
-test_legacy.py measures it); the formula itself stays what our own servers answer. Written
+sends. They follow the formula to within a few percent (tests/training_server/legacy/
+test_legacy_files.py measures it); the formula itself stays what our own servers answer. Written
 to <model_dir>/legacy-prior/ at start-up, atomically, and only when the bytes change, so
 their mtime (which llm-d servers compare to decide whether to download) moves only when the
 model does.

@@ -192,9 +192,10 @@ def fit_calibrated_legacy(
     """fit_legacy, asked for the quantile level that covers as the requested one should.
 
     The libraries' own quantile objectives under-cover on a few thousand rows (0.85 for a
-    0.9 asked, where our served p90s cover 0.9: tests/training_server/test_legacy.py). One
-    fit on 80 % of the rows measures the coverage on the other 20 %; the final fit on all
-    rows asks for the level raised by the shortfall. A mean objective is fitted as is."""
+    0.9 asked, where our served p90s cover 0.9: tests/training_server/legacy/
+    test_legacy_files.py). One fit on 80 % of the rows measures the coverage on the other
+    20 %; the final fit on all rows asks for the level raised by the shortfall. A mean
+    objective is fitted as is."""
     n = len(actual_ms)
     checked = int(n * CHECK_SHARE)
     if fit.objective is not ObjectiveType.QUANTILE or checked < MIN_CHECK_ROWS:

@@ -46,11 +46,11 @@ class KeptChoice:
     rows: int
 
 
-def _kept(keep: KeptChoice | None, pool: list[Candidate], rows: int) -> Scored | None:
+def _kept(keep: KeptChoice | None, offered: list[Candidate], rows: int) -> Scored | None:
     """The kept choice as the winner, if it is still a candidate for `rows` rows."""
     if keep is None or not keep.rows / KEEP_ROWS_RATIO <= rows <= keep.rows * KEEP_ROWS_RATIO:
         return None
-    named = [c for c in pool if c.name == keep.name]
+    named = [c for c in offered if c.name == keep.name]
     return Scored(named[0], keep.log_offset, math.nan) if named else None
 
 
@@ -88,14 +88,14 @@ def train_target(
     if len(y) < MIN_ROWS_FOR_A_QUANTILE:
         return result
     base = fit_params(settings, target, names)
-    pool = candidates(target, settings, len(y), select=settings.model_selection)
-    best = _kept(keep, pool, len(y))
+    offered = candidates(target, settings, len(y), select=settings.model_selection)
+    best = _kept(keep, offered, len(y))
     if best is None:
         chosen = select(
             backend,
             base,
             names,
-            pool,
+            offered,
             train,
             calibrate=settings.calibration is not Calibration.NONE,
         )

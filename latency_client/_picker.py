@@ -1,7 +1,8 @@
 """llm-d's predicted-latency scheduling in Python, as pure functions
-(docs/picker.md): producer rows and headroom, the prefix-affinity filter, the SLO
-headroom tier filter, the latency scorer (composite fallback without predictions), the
-weighted-random pick and admission; `pick` runs the whole pipeline for one request.
+(docs/picker.md): the prefix-affinity filter, the SLO headroom tier filter and admission
+here; producer rows and headroom in _headroom, the latency scorer (composite fallback
+without predictions) and the weighted-random pick in _scoring. `pick` runs the whole
+pipeline for one request.
 
 Randomness comes only from the `random.Random` passed in, so a seeded one replays a pick.
 """
@@ -12,43 +13,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from latency_client.headroom import (
-    Candidate,
-    Headroom,
-    buffered_tpot_slo,
-    candidates,
-    headroom,
-    prediction_row,
-    prediction_rows,
-)
-from latency_client.scoring import (
-    Strategy,
-    composite_scores,
-    headroom_scores,
-    latency_scores,
-    weighted_pick,
-)
-from latency_client.types import PodState, Prediction, RequestInfo
-
-__all__ = [
-    "Candidate",
-    "Headroom",
-    "Pick",
-    "PickerConfig",
-    "admit",
-    "affinity_filter",
-    "buffered_tpot_slo",
-    "candidates",
-    "composite_scores",
-    "headroom",
-    "headroom_scores",
-    "latency_scores",
-    "pick",
-    "prediction_row",
-    "prediction_rows",
-    "tier_filter",
-    "weighted_pick",
-]
+from latency_client._headroom import Candidate, candidates
+from latency_client._scoring import Strategy, latency_scores, weighted_pick
+from latency_client._types import PodState, Prediction, RequestInfo
 
 
 @dataclass(frozen=True)

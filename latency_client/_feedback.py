@@ -18,9 +18,9 @@ from collections import deque
 import httpx
 import orjson
 
-from latency_client.stats import Stats
-from latency_client.strict import encode_rows
-from latency_client.types import Row
+from latency_client._stats import Stats
+from latency_client._strict import encode_rows
+from latency_client._types import Row
 
 ROUTE = "/add_training_data_bulk"
 # Statuses worth another try: the trainer is busy (429), unavailable (503) or restarting.

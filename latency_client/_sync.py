@@ -13,11 +13,11 @@ from collections.abc import Coroutine, Sequence
 from types import TracebackType
 from typing import TypeVar
 
-from latency_client.client import PredictorClient
-from latency_client.config import ClientConfig
-from latency_client.errors import ClientClosed
-from latency_client.stats import ClientStats
-from latency_client.types import Prediction, Row
+from latency_client._client import PredictorClient
+from latency_client._config import ClientConfig
+from latency_client._errors import ClientClosed
+from latency_client._stats import ClientStats
+from latency_client._types import Prediction, Row
 
 T = TypeVar("T")
 GRACE_S = 1.0  # beyond a call's own deadline, how long a thread waits for the loop

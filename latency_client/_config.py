@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class ClientConfig:
-    # Coalescing (latency_client.coalescer explains the rule)
+    # Coalescing (_coalescer.py explains the rule)
     window_s: float = 0.001  # a batch closes this long after its first caller
     max_rows_per_caller: int = 100  # a caller's rows beyond this travel as several parts
     max_rows_per_call: int = 1000  # rows merged into one /predict/bulk/strict call at most

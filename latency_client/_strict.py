@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 import orjson
 
-from latency_client.errors import PredictionRejected, PredictionUnavailable
-from latency_client.http11 import Http11Pool, HttpError
-from latency_client.replicas import Replica, ReplicaSet
-from latency_client.stats import Stats
-from latency_client.types import Prediction, Row
+from latency_client._errors import PredictionRejected, PredictionUnavailable
+from latency_client._http11 import Http11Connections, HttpError
+from latency_client._replicas import Replica, ReplicaSet
+from latency_client._stats import Stats
+from latency_client._types import Prediction, Row
 
 ROUTE = "/predict/bulk/strict"
 
@@ -91,7 +91,7 @@ def rejected_rows(detail: object) -> set[int]:
 class StrictCaller:
     def __init__(
         self,
-        http: Http11Pool,
+        http: Http11Connections,
         replicas: ReplicaSet,
         stats: Stats,
         attempt_timeout_s: float,

@@ -18,20 +18,20 @@ from types import TracebackType
 
 import httpx
 
-from latency_client.coalescer import Coalescer, Result
-from latency_client.config import ClientConfig
-from latency_client.errors import (
+from latency_client._coalescer import Coalescer, Result
+from latency_client._config import ClientConfig
+from latency_client._errors import (
     ClientClosed,
     PredictionRejected,
     PredictionTimeout,
     PredictionUnavailable,
 )
-from latency_client.feedback import Feedback
-from latency_client.http11 import Http11Pool, ssl_context
-from latency_client.replicas import ReplicaSet
-from latency_client.stats import ClientStats, Stats
-from latency_client.strict import StrictCaller
-from latency_client.types import Prediction, Row
+from latency_client._feedback import Feedback
+from latency_client._http11 import Http11Connections, ssl_context
+from latency_client._replicas import ReplicaSet
+from latency_client._stats import ClientStats, Stats
+from latency_client._strict import StrictCaller
+from latency_client._types import Prediction, Row
 
 
 def _urls(value: str | Sequence[str]) -> list[str]:
@@ -59,9 +59,9 @@ class PredictorClient:
             _urls(prediction_urls), backoff_s=config.backoff_s, max_backoff_s=config.max_backoff_s
         )
         context = ssl_context(verify)
-        self._pool = Http11Pool(context)  # the hot path (latency_client/http11.py says why)
+        self._http = Http11Connections(context)  # the hot path (_http11.py says why)
         caller = StrictCaller(
-            self._pool, self.replicas, self._stats, config.attempt_timeout_s, headers
+            self._http, self.replicas, self._stats, config.attempt_timeout_s, headers
         )
         self._coalescer = Coalescer(
             caller.call,
@@ -172,7 +172,7 @@ class PredictorClient:
         await self._coalescer.aclose()
         if self._feedback is not None:
             await self._feedback.aclose(self.config.close_drain_timeout_s)
-        await self._pool.aclose()
+        await self._http.aclose()
 
     async def __aenter__(self) -> PredictorClient:
         return self

@@ -7,8 +7,8 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from latency_client.headroom import Candidate, Headroom
-from latency_client.types import PodState
+from latency_client._headroom import Candidate, Headroom
+from latency_client._types import PodState
 
 Strategy = Literal["least", "most"]
 NO_SPREAD = 1e-9  # a dimension whose min-max range is below this does not differentiate

@@ -7,10 +7,11 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from latency_client.client import PredictorClient
-from latency_client.errors import PredictionUnavailable
-from latency_client.picker import Pick, PickerConfig, pick, prediction_row, prediction_rows
-from latency_client.types import PodState, Prediction, RequestInfo
+from latency_client._client import PredictorClient
+from latency_client._errors import PredictionUnavailable
+from latency_client._headroom import prediction_row, prediction_rows
+from latency_client._picker import Pick, PickerConfig, pick
+from latency_client._types import PodState, Prediction, RequestInfo
 
 
 async def choose_pod(

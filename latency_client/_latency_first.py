@@ -1,4 +1,4 @@
-"""`latency-first`: our own picker, beside llm-d's (latency_client.picker, left unchanged).
+"""`latency-first`: our own picker, beside llm-d's (`pick`, left unchanged).
 
 It sends each request to the pod with the lowest predicted TTFT, among the pods predicted to
 meet the request's SLOs when any are. llm-d's scorer instead prefers the pod with the *least*
@@ -49,10 +49,10 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from latency_client.headroom import buffered_tpot_slo
-from latency_client.picker import Pick
-from latency_client.scoring import composite_scores, weighted_pick
-from latency_client.types import PodState, Prediction, RequestInfo
+from latency_client._headroom import buffered_tpot_slo
+from latency_client._picker import Pick
+from latency_client._scoring import composite_scores, weighted_pick
+from latency_client._types import PodState, Prediction, RequestInfo
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from latency_client.types import PodState, Prediction, RequestInfo
+from latency_client._types import PodState, Prediction, RequestInfo
 
 
 class Headroom(NamedTuple):  # tuples: the picker makes one per pod per request

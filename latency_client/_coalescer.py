@@ -20,15 +20,15 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from latency_client.errors import (
+from latency_client._errors import (
     ClientClosed,
     PredictionRejected,
     PredictionTimeout,
     PredictionUnavailable,
 )
-from latency_client.stats import Stats
-from latency_client.strict import Answer, RowsRejected
-from latency_client.types import Prediction, Row
+from latency_client._stats import Stats
+from latency_client._strict import Answer, RowsRejected
+from latency_client._types import Prediction, Row
 
 Result = tuple[list[Prediction], float]  # a caller's predictions, the answering exchange (s)
 Send = Callable[[Sequence[Row], float], Awaitable[Answer]]

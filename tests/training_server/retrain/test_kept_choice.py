@@ -10,7 +10,7 @@ from pathlib import Path
 
 from shared.targets import TARGETS
 from tests.polling import eventually
-from tests.training_server.test_retrainer import add, make
+from tests.training_server.retrain.test_retrainer import add, make
 from training_server.retrain.live_calibration import LiveCalibrator
 from training_server.retrain.loop import BUSY_SHARE, PoolsLoop
 from training_server.retrain.retrainer import Retrainer

@@ -7,7 +7,7 @@ and one read on an asyncio stream, decoding included. At 500 calls/s httpx alone
 take a core. httpx still carries the training rows (one call a second).
 
 Why the answer is parsed here rather than by h11 (the state machine under uvicorn and
-httpcore), though hand-written framing is where protocol bugs hide: the same pool on h11
+httpcore), though hand-written framing is where protocol bugs hide: the same connections on h11
 (one h11.Connection per socket; commit 70beb08 of branch client-h11) cost 0.16-0.30 ms
 more client CPU per call than this parser (0.42-0.67 ms, 1.5-1.7x; medians of 10
 interleaved rounds of 2,000 calls, four runs at load 8-14 on 2 cores): over the 0.15 ms a
@@ -123,7 +123,7 @@ async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes, bool
     return status, body, reusable
 
 
-class Http11Pool:
+class Http11Connections:
     def __init__(self, verify: ssl.SSLContext | str | bool = True) -> None:
         self._verify = verify
         self._context: ssl.SSLContext | None = None

@@ -9,7 +9,7 @@ import pytest
 
 from latency_client import Prediction
 from poolsim.model_age import MAX_TIMEOUTS_IN_A_ROW, ModelAgeGuard
-from poolsim.served import PRIOR_VERSION, ServedScores, pinball
+from poolsim.prediction_quality import PRIOR_VERSION, ServedScores, pinball
 
 
 def test_pinball_weighs_misses_by_q_and_overshoot_by_1_minus_q() -> None:

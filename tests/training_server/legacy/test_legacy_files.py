@@ -32,7 +32,7 @@ from training_server.app import create_app
 from training_server.legacy.files import PRIOR_DIR, generated_rows
 
 READER = Path(__file__).with_name("llmd_reader.py")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FILES = ("ttft.joblib", "tpot.joblib")
 
 

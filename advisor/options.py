@@ -1,0 +1,20 @@
+"""What `latency-predictor advise` was asked, checked: `command` builds it from the flags and
+`advise` reads it (a module of its own so neither imports the other for it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Options:
+    url: str
+    pods: int
+    hours: float
+    slos: tuple[float | None, float | None]
+    seeds: tuple[int, ...]
+    policies: tuple[str, ...]
+    hardware: str
+    sim_seconds: float | None  # None: sized to the time budget (advisor.workload)
+    speedup: float | None
+    fit_rows: int
