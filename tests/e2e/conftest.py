@@ -1,9 +1,14 @@
-"""Fixtures the browser tests share."""
+"""Fixtures the end-to-end tests share: the browser, and a trainer with two prediction
+servers."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
+from tests.e2e.cluster import Cluster, running_cluster
 from tests.e2e.test_dashboard_browser import (
     CHROMIUM,
     SKIP_BROWSER,
@@ -26,3 +31,9 @@ def chromium_path() -> str:
             "set LATENCY_TEST_SKIP_BROWSER=1 to skip this test knowingly"
         )
     return path
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """A trainer and two prediction servers, one reading its directory, one mirroring."""
+    yield from running_cluster(tmp_path)

@@ -13,15 +13,12 @@ from __future__ import annotations
 import io
 import json
 import tarfile
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
-from devkit.processes import ServerProcess, free_port
 from devkit.synthetic import prediction_row, synthetic_rows
+from tests.e2e.cluster import Cluster, served_everywhere
 from tests.polling import eventually
 
 ROWS = [prediction_row(), prediction_row(input_token_length=4000, num_request_waiting=3)]
@@ -30,37 +27,6 @@ MOVING = {
     *("model_age_seconds", "predicted_at", "processing_time_ms", "server_time"),
     *("last_seen", "seen_ago_s", "stale"),  # a prediction server's reports, every 0.2 s
 }
-
-Servers = tuple[ServerProcess, ServerProcess, ServerProcess]
-
-
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[Servers]:
-    base = {
-        "LATENCY_DB_URL": f"sqlite:///{tmp_path / 'store.db'}",
-        "LATENCY_MODEL_DIR": str(tmp_path / "models"),
-        "LATENCY_RETRAINING_INTERVAL_SEC": "1",
-        "LATENCY_N_ESTIMATORS": "30",
-        "MODEL_SYNC_INTERVAL_SEC": "0.2",
-        "LATENCY_WORKERS": "1",
-    }
-    trainer = ServerProcess("training_server", free_port(), base, tmp_path / "training.log")
-    reader = ServerProcess("prediction_server", free_port(), base, tmp_path / "p-dir.log")
-    mirror_env = {
-        **base,
-        "LATENCY_MODEL_DIR": str(tmp_path / "mirror-models"),
-        "TRAINING_SERVER_URL": trainer.url,
-        "LATENCY_SYNC_FROM_TRAINER": "true",
-    }
-    mirror = ServerProcess("prediction_server", free_port(), mirror_env, tmp_path / "p-mir.log")
-    started: list[ServerProcess] = []
-    try:
-        for server in (trainer, reader, mirror):
-            started.append(server.start())
-        yield trainer, reader, mirror
-    finally:
-        for server in started:
-            server.stop()
 
 
 def steady(value: Any) -> Any:
@@ -97,17 +63,9 @@ def exported(url: str) -> dict[str, Any]:
     return files
 
 
-def served_everywhere(trainer: str, predictors: list[str], stored: int) -> str | None:
-    status = httpx.get(f"{trainer}/data/status").json()
-    version: str | None = status["model_version"]
-    seen = (status["last_retrain_detail"] or {}).get("max_sample_id") or 0
-    served = {httpx.get(f"{url}/status").json()["model_version"] for url in predictors}
-    return version if version and seen >= stored and served == {version} else None
-
-
-def test_pools_default_is_the_unprefixed_service_on_both_servers(servers: Servers) -> None:
-    trainer, reader, mirror = servers
-    predictors = [reader.url, mirror.url]
+def test_pools_default_is_the_unprefixed_service_on_both_servers(cluster: Cluster) -> None:
+    trainer, servers = cluster
+    predictors = [p.url for p in servers]
     # Half the rows through each URL form: both land in the one default pool.
     for prefix, seed in (("", 1), ("/pools/default", 2)):
         sent = httpx.post(

@@ -6,16 +6,13 @@ reads the trainer's model directory, the other mirrors the bundles over HTTP.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
-from devkit.processes import ServerProcess, free_port
 from devkit.synthetic import prediction_row, synthetic_rows
+from tests.e2e.cluster import Cluster, served_everywhere
 from tests.polling import eventually
 
 POOLS = ("h200-llama", "b200-llama")
@@ -37,38 +34,6 @@ class GoClientUrls:
         return httpx.post(f"{url}/predict/bulk/strict", json={"requests": rows}, timeout=10)
 
 
-Cluster = tuple[ServerProcess, list[ServerProcess]]
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    base = {
-        "LATENCY_DB_URL": f"sqlite:///{tmp_path / 'store.db'}",
-        "LATENCY_MODEL_DIR": str(tmp_path / "models"),
-        "LATENCY_RETRAINING_INTERVAL_SEC": "1",
-        "LATENCY_N_ESTIMATORS": "30",
-        "MODEL_SYNC_INTERVAL_SEC": "0.2",
-        "LATENCY_WORKERS": "1",
-    }
-    trainer = ServerProcess("training_server", free_port(), base, tmp_path / "training.log")
-    shared_dir = ServerProcess("prediction_server", free_port(), base, tmp_path / "p-shared.log")
-    mirror_env = {
-        **base,
-        "LATENCY_MODEL_DIR": str(tmp_path / "mirror-models"),
-        "TRAINING_SERVER_URL": trainer.url,
-        "LATENCY_SYNC_FROM_TRAINER": "true",
-    }
-    mirror = ServerProcess("prediction_server", free_port(), mirror_env, tmp_path / "p-mirror.log")
-    servers = (trainer, shared_dir, mirror)
-    try:
-        for server in servers:
-            server.start()
-        yield trainer, [shared_dir, mirror]
-    finally:
-        for server in servers:
-            server.stop()
-
-
 def slower(rows: list[dict[str, Any]], factor: float) -> list[dict[str, Any]]:
     return [
         {
@@ -88,15 +53,6 @@ def data_status(epp: GoClientUrls) -> dict[str, Any]:
 def stored(epp: GoClientUrls) -> int:
     status = data_status(epp)
     return int(status["training_data"]["total_samples"] + status["test_data"]["total_samples"])
-
-
-def served_everywhere(epp: GoClientUrls, stored_rows: int) -> str | None:
-    """The pool's version once it saw every row and both prediction servers serve it."""
-    status = data_status(epp)
-    version: str | None = status["model_version"]
-    seen = (status["last_retrain_detail"] or {}).get("max_sample_id") or 0
-    served = {httpx.get(f"{url}/status").json()["model_version"] for url in epp.predictions}
-    return version if version and seen >= stored_rows and served == {version} else None
 
 
 def test_two_pools_through_the_go_client_url_form(cluster: Cluster) -> None:
@@ -128,7 +84,9 @@ def test_two_pools_through_the_go_client_url_form(cluster: Cluster) -> None:
 
     versions = {
         pool: eventually(
-            lambda epp=epp, n=counts[pool]: served_everywhere(epp, n),  # type: ignore[misc]
+            lambda epp=epp, n=counts[pool]: served_everywhere(  # type: ignore[misc]
+                epp.training, epp.predictions, n
+            ),
             90.0,
             f"pool {pool} trained on every row and served by both prediction servers",
         )
