@@ -38,8 +38,6 @@ from latency_cli.calls import (
 from latency_cli.table import size
 from shared.pools import pool_model_dir, pool_url
 
-EXPORT_HELP = "download the training server's current model bundle (.tar.gz)"
-IMPORT_HELP = "publish a bundle archive on a training server or into a model directory"
 TRAINING = "training server"
 FALLBACK_NAME = "model-export.tar.gz"
 

@@ -12,10 +12,15 @@
     latency-predictor import FILE [--url URL | --model-dir DIR]
                                               publish a bundle on a trainer, or into a
                                               model directory with no server (cold start)
+    latency-predictor simulate [--pods 8] [--workload mixed] [--policies ...]
+                                              routing policies compared on simulated pods
     latency-predictor advise --db URL --pods N [--hours 6] ...
                                               should this pool turn predicted-latency
                                               routing on? (reads the store read-only)
     latency-predictor training-server|prediction-server [--host H --port P]
+
+Each subcommand imports its own modules only when it runs: in an installation that lacks
+one, that subcommand alone says so in one line and exits 1.
 
 status, retrains, predict, export and import take --pool NAME: the pool's routes
 (/pools/NAME/...) instead of the default pool's.
@@ -32,7 +37,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
+
+from latency_cli.commands import COMMANDS, MissingPiece
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -51,14 +57,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     demo.add_argument("--prediction-port", type=int, default=8001)
     sub.add_parser("migrate", help="upgrade the store schema to the newest revision")
     _add_retrains(sub.add_parser("retrains", help="the last retrains with their metrics"))
-    for name, help_text, add_arguments, handler in _tools():
-        tool = sub.add_parser(name, help=help_text, description=help_text)
-        add_arguments(tool)
-        tool.set_defaults(handler=handler, tool_parser=tool)
+    chosen = args[0] if args else None
+    for name, command in COMMANDS.items():
+        tool = sub.add_parser(name, help=command.help, description=command.help)
+        if name == chosen:  # only the subcommand that runs imports its modules
+            try:
+                add_arguments, handler = command.loaded()
+            except MissingPiece as exc:
+                print(f"latency-predictor {name}: {exc}", file=sys.stderr)
+                raise SystemExit(1) from None
+            add_arguments(tool)
+            tool.set_defaults(handler=handler, tool_parser=tool)
     sub.add_parser("training-server", help="run the training server", add_help=False)
     sub.add_parser("prediction-server", help="run the prediction server", add_help=False)
-    if args and args[0] in ("training-server", "prediction-server"):
-        _server(args[0], args[1:])
+    if chosen in ("training-server", "prediction-server"):
+        _server(chosen, args[1:])
         return
     parsed = parser.parse_args(args)
     if getattr(parsed, "handler", None) is not None:
@@ -89,25 +102,6 @@ def _add_retrains(retrains: argparse.ArgumentParser) -> None:
     retrains.add_argument("-n", "--limit", type=int, default=10)
     retrains.add_argument("--json", action="store_true", help="JSON instead of a table")
     add_pool_argument(retrains)
-
-
-def _tools() -> list[tuple[str, str, Any, Any]]:
-    """(name, help, add_arguments, run) of the operator subcommands; each run returns the
-    exit code and raises CliError (one line, exit 1) or UsageError (exit 2)."""
-    from advisor import command as advise
-    from latency_cli import bundle, pools, predict, status
-    from poolsim import command as simulate
-    from poolsim import command_args as simulate_args
-
-    return [
-        ("status", status.HELP, status.add_arguments, status.run),
-        ("pools", pools.HELP, pools.add_arguments, pools.run),
-        ("predict", predict.HELP, predict.add_arguments, predict.run),
-        ("export", bundle.EXPORT_HELP, bundle.add_export_arguments, bundle.run_export),
-        ("import", bundle.IMPORT_HELP, bundle.add_import_arguments, bundle.run_import),
-        ("simulate", simulate.HELP, simulate_args.add_arguments, simulate.run),
-        ("advise", advise.HELP, advise.add_arguments, advise.run),
-    ]
 
 
 def _run_tool(parsed: argparse.Namespace) -> int:

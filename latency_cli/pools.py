@@ -13,7 +13,6 @@ from typing import Any
 from latency_cli.calls import TRAINING_URL, CliError, answered, call, client, http_url
 from latency_cli.table import align
 
-HELP = "the pools of a training server: model version, samples and last retrain of each"
 TRAINING = "training server"
 HEADER = ["pool", "model version", "training samples", "last retrain (UTC)", "failures"]
 

@@ -30,7 +30,6 @@ from latency_cli.table import align
 from shared.pools import pool_url
 from shared.schemas import PredictionRequest
 
-HELP = "predict TTFT and TPOT for one request row"
 FIELDS = PredictionRequest.model_fields
 
 

@@ -32,7 +32,6 @@ from latency_cli.table import align, duration
 from shared.pools import pool_url
 from shared.targets import TARGETS
 
-HELP = "health, model versions, samples and the last retrain of every server"
 TRAINING, PREDICTION = "training server", "prediction server"
 
 

@@ -48,8 +48,6 @@ if TYPE_CHECKING:  # the heavier modules load when the command runs, not with th
     from poolsim.engine import Engine, RunResult
     from poolsim.metrics import PolicyMetrics
 
-HELP = "simulate a pool of vLLM-like pods and compare routing policies on it"
-
 
 class UsageProblem(Exception):
     pass

@@ -20,34 +20,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devkit.llm_d_chart import PREDICTION_CONFIG, TRAINING_CONFIG, chart_config
 from devkit.processes import ServerProcess
 
 CONTAINERFILE = Path(__file__).resolve().parents[2] / "Containerfile"
-# The chart's trainingServer.config and predictionServers.config defaults (spec), with the
-# volume's mount point as `{volume}`.
-TRAINING_CONFIG = {
-    "LATENCY_RETRAINING_INTERVAL_SEC": "10",
-    "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "100",
-    "LATENCY_TTFT_MODEL_PATH": "{volume}/ttft.joblib",
-    "LATENCY_TPOT_MODEL_PATH": "{volume}/tpot.joblib",
-    "LATENCY_TTFT_SCALER_PATH": "{volume}/ttft_scaler.joblib",
-    "LATENCY_TPOT_SCALER_PATH": "{volume}/tpot_scaler.joblib",
-    "LATENCY_MODEL_TYPE": "xgboost",
-    "LATENCY_MAX_TRAINING_DATA_SIZE_PER_BUCKET": "500",
-    "LATENCY_OBJECTIVE_TYPE": "mean",
-}
-PREDICTION_CONFIG = {
-    "LATENCY_MODEL_TYPE": "xgboost",
-    "PREDICT_HOST": "0.0.0.0",
-    "LOCAL_TTFT_MODEL_PATH": "{volume}/ttft.joblib",
-    "LOCAL_TPOT_MODEL_PATH": "{volume}/tpot.joblib",
-    "LOCAL_TTFT_SCALER_PATH": "{volume}/ttft_scaler.joblib",
-    "LOCAL_TPOT_SCALER_PATH": "{volume}/tpot_scaler.joblib",
-    "UVICORN_WORKERS": "28",
-    "OMP_NUM_THREADS": "1",
-    "MODEL_SYNC_INTERVAL_SEC": "30",
-    "LATENCY_OBJECTIVE_TYPE": "mean",
-}
 
 
 def _final_stage_instructions(name: str) -> list[str]:
@@ -72,12 +48,16 @@ def image_command(python: str = sys.executable) -> list[str]:
     return [python, *command[1:]]
 
 
-def image_env() -> dict[str, str]:
-    """The image's ENV, in order (a later instruction wins)."""
+def image_env(inherited: dict[str, str] | None = None) -> dict[str, str]:
+    """The image's ENV, in order (a later instruction wins), each `$NAME` in a value
+    expanded as the build expands it: from the ENV before it, else from `inherited` (what
+    the base image sets; by default a plain PATH)."""
     env: dict[str, str] = {}
+    known = {"PATH": "/usr/bin:/bin"} if inherited is None else dict(inherited)
     for args in _final_stage_instructions("ENV"):
         for item in shlex.split(args):
             key, _, value = item.partition("=")
+            value = re.sub(r"\$\{?(\w+)\}?", lambda m: {**known, **env}.get(m[1], ""), value)
             env[key] = value
     return env
 
@@ -113,7 +93,7 @@ class Container:
     def process(self, port: int, run_as: tuple[int, int] | None, python: str) -> ServerProcess:
         image = image_env()
         assert image["HOME"] == "/tmp", "the image's HOME is what `tmp` stands for"
-        base = {"PATH": "/usr/bin:/bin", **image, "HOME": str(self.tmp), "TMPDIR": str(self.tmp)}
+        base = {**image, "HOME": str(self.tmp), "TMPDIR": str(self.tmp)}
         return ServerProcess(
             self.name,
             port,
@@ -124,10 +104,6 @@ class Container:
             cwd=self.cwd,
             run_as=run_as,
         )
-
-
-def chart_config(config: dict[str, str], volume: Path) -> dict[str, str]:
-    return {k: v.replace("{volume}", str(volume)) for k, v in config.items()}
 
 
 def training_container(root: Path, port: int) -> Container:
