@@ -130,7 +130,10 @@ class Container:
         try:
             self.proc.wait(STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            # buildah's SIGKILL of its child would leave the server's workers running.
+            for pid in [*reversed(server), self.proc.pid]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             self.proc.wait(10)
             raise CheckFailed(f"{self.name} did not stop within {STOP_TIMEOUT_S:.0f} s") from None
 
