@@ -6,6 +6,7 @@ import time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from shared.artifact import FORMAT_VERSION
 from shared.predictor import LoadedBundle
 from shared.slot import BundleSlot
 from shared.web.predict_metrics import PredictMetrics
@@ -22,6 +23,21 @@ class PredictionMetrics:
             "Bundles refused (corrupt, partial, inconsistent)",
             registry=r,
         )
+        # A refusal because the bundle needs a newer server (a format above the supported
+        # one, or features this code does not know): the sign that this pod is the one to
+        # upgrade. Back to 0 once a later bundle is served.
+        self.format_needed = Gauge(
+            "latency_bundle_format_needed",
+            "Bundle format of the newest bundle refused because it needs a newer prediction "
+            "server (0: none); above latency_bundle_format_supported for a newer format, "
+            "else it names features this server does not know",
+            registry=r,
+        )
+        Gauge(
+            "latency_bundle_format_supported",
+            "The newest bundle format this prediction server reads",
+            registry=r,
+        ).set(FORMAT_VERSION)
         self.sync_errors = Counter(
             "latency_model_sync_errors",
             "Failed bundle downloads from the training server",

@@ -9,6 +9,8 @@ LATENCY_SYNC_FROM_TRAINER it first mirrors the trainer's published bundle and ca
 over HTTP into the local model directory (for pods with no shared volume; one worker at a
 time, prediction_server.mirror). With
 TRAINING_SERVER_URL it reports the version it serves after each poll (fleet_report).
+A refused bundle that needs a newer server (a rolling upgrade whose trainer went first,
+shared.artifact.NeedsNewerServer) is also kept as `needs_newer` for GET /status.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TypeVar
 
 import httpx
@@ -28,7 +31,13 @@ import httpx
 from prediction_server.fleet_report import FleetReporter
 from prediction_server.metrics import PredictionMetrics
 from prediction_server.mirror import import_mirrored
-from shared.artifact import BundleError, read_current_version, replace_file
+from shared.artifact import (
+    FORMAT_VERSION,
+    BundleError,
+    NeedsNewerServer,
+    read_current_version,
+    replace_file,
+)
 from shared.live_calibration import LIVE_CALIBRATION, LiveCalibrationReader
 from shared.predictor import LoadedBundle, load_bundle
 from shared.settings import ModelType, PredictionSettings
@@ -47,6 +56,16 @@ def lower_priority() -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LOWEST_PRIORITY)
 
 
+@dataclass(frozen=True)
+class NewerServerNeeded:
+    """The newest bundle refused because it needs a newer server (GET /status says so):
+    its version, its format, and the newest format this server reads."""
+
+    version: str
+    bundle_format: int
+    reads_up_to: int = FORMAT_VERSION
+
+
 class ModelWatcher:
     def __init__(
         self,
@@ -61,6 +80,7 @@ class ModelWatcher:
         self.slot = slot
         self.metrics = metrics
         self.refused: dict[str, str] = {}  # version -> reason; not retried
+        self.needs_newer: NewerServerNeeded | None = None  # until a later bundle is served
         self.live = LiveCalibrationReader(settings.model_dir)
         self._lock = asyncio.Lock()
         self._owns_loads = loads is None
@@ -112,6 +132,9 @@ class ModelWatcher:
                 return False
             self.metrics.reloads.inc()
             self.metrics.served(bundle.version, previous.version)
+            if self.needs_newer is not None:  # published after the refused one: all is well
+                self.needs_newer = None
+                self.metrics.format_needed.set(0)
             log.info("serving bundle %s (was %s)", bundle.version, previous.version)
             return True
 
@@ -122,12 +145,20 @@ class ModelWatcher:
         try:
             return await self._off_path(load_bundle, self.settings.model_dir, version)
         except BundleError as exc:
-            self.refused[version] = str(exc)
-            self.metrics.refused.inc()
+            self._refuse(version, exc)
             log.error(
                 "refused bundle %s: %s; still serving %s", version, exc, self.slot.serving.version
             )
             return None
+
+    def _refuse(self, version: str, exc: BundleError) -> None:
+        """Remember the refusal (not retried), count it, and tell when a newer server would
+        read the bundle."""
+        self.refused[version] = str(exc)
+        self.metrics.refused.inc()
+        if isinstance(exc, NeedsNewerServer):
+            self.needs_newer = NewerServerNeeded(version, exc.bundle_format)
+            self.metrics.format_needed.set(exc.bundle_format)
 
     async def _poll_live(self) -> None:
         try:
@@ -153,8 +184,7 @@ class ModelWatcher:
                     import_mirrored, self.settings.model_dir, archive, remote, str(client.base_url)
                 )
             except BundleError as exc:
-                self.refused[str(remote)] = str(exc)
-                self.metrics.refused.inc()
+                self._refuse(str(remote), exc)
                 log.error("refused bundle %s from the trainer: %s", remote, exc)
                 return False
             except (httpx.HTTPError, ValueError) as exc:

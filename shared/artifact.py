@@ -14,6 +14,7 @@ CURRENT therefore sees a complete TTFT+TPOT pair or the previous one, never a mi
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -38,6 +39,15 @@ MANIFEST = "manifest.json"
 
 class BundleError(Exception):
     """A bundle that must not be served: missing, partial, corrupt or inconsistent."""
+
+
+class NeedsNewerServer(BundleError):
+    """A sound bundle this code cannot read: written in a format above FORMAT_VERSION, or
+    naming features it does not know. A newer server reads it; this one keeps its own."""
+
+    def __init__(self, version: str, bundle_format: int, why: str):
+        super().__init__(f"{version}: {why}")
+        self.version, self.bundle_format = version, bundle_format
 
 
 class TargetManifest(BaseModel):
@@ -221,13 +231,37 @@ def prune_versions(model_dir: Path, *, keep: int) -> list[str]:
 
 def read_manifest(bundle_dir: Path) -> Manifest:
     try:
-        return Manifest.model_validate_json((bundle_dir / MANIFEST).read_bytes())
+        data = (bundle_dir / MANIFEST).read_bytes()
     except FileNotFoundError as exc:
         raise BundleError(f"{bundle_dir.name}: no {MANIFEST}") from exc
     except OSError as exc:  # a directory, an I/O error (ESTALE on NFS): unservable as well
         raise BundleError(f"{bundle_dir.name}: cannot read {MANIFEST}: {exc}") from exc
+    _refuse_newer_format(bundle_dir.name, _raw_format(data))
+    try:
+        manifest = Manifest.model_validate_json(data)
     except ValidationError as exc:
         raise BundleError(f"{bundle_dir.name}: invalid manifest: {exc}") from exc
+    _refuse_newer_format(bundle_dir.name, manifest.format_version)  # "2" validates as 2
+    return manifest
+
+
+def _raw_format(data: bytes) -> object:
+    """The manifest's format_version before validation: a newer format may hold fields this
+    code does not know (extra="forbid"), and its refusal must still say what it needs."""
+    try:
+        return json.loads(data).get("format_version")
+    except (ValueError, AttributeError):
+        return None  # not a JSON object: the validation says what is wrong
+
+
+def _refuse_newer_format(version: str, found: object) -> None:
+    if isinstance(found, int) and not isinstance(found, bool) and found > FORMAT_VERSION:
+        raise NeedsNewerServer(
+            version,
+            found,
+            f"needs a prediction server that reads bundle format {found}; "
+            f"this one reads up to {FORMAT_VERSION}",
+        )
 
 
 def load_models(bundle_dir: Path, manifest: Manifest) -> dict[Target, Any | None]:
@@ -239,8 +273,13 @@ def load_models(bundle_dir: Path, manifest: Manifest) -> dict[Target, Any | None
         if entry is None:
             raise BundleError(f"{manifest.version}: manifest has no {target.value} entry")
         unknown = [name for name in entry.features if name not in FEATURES]
-        if unknown:
-            raise BundleError(f"{manifest.version}: unknown {target.value} features {unknown}")
+        if unknown:  # a newer trainer's feature (a model trained on it cannot run here)
+            raise NeedsNewerServer(
+                manifest.version,
+                manifest.format_version,
+                f"unknown {target.value} features {unknown}: needs a newer prediction "
+                f"server that knows them (this one reads bundle format up to {FORMAT_VERSION})",
+            )
         models[target] = (
             None
             if entry.file is None

@@ -114,7 +114,8 @@ FEATURES: Mapping[str, Callable[[Columns], np.ndarray]] = {
 
 # pod_class_code (the hardware class, ours) is in both lists and free of monotone
 # constraints. A row without a class has code 0, and trees never split on a column that is
-# 0 in every training row, so a store without classes trains the models it trained before.
+# 0 in every training row, so a store without classes trains the models it trained before;
+# its bundles do not even name the feature (CARRIED_ONLY below).
 # decode_tokens_in_flight and num_tokens_generated are left out on purpose: the EPP sends
 # constants for them at prediction time (0 and 1) but real values in training rows, so a
 # model that learned them would be asked about a state it never trained on.
@@ -188,6 +189,22 @@ def feature_names(
     dropped = (set() if token_in_flight else _TOKEN_IN_FLIGHT) | (set() if encoder else _ENCODER)
     names = _TTFT if target is Target.TTFT else _TPOT
     return tuple(n for n in names if n not in dropped)
+
+
+# Features a bundle lists only when some of its training rows carry them (a non-zero
+# column): a prediction server from before a feature refuses every bundle that names it, so
+# during a rolling upgrade a new trainer must not name a feature its rows never set (llm-d's
+# EPP sends no pod_class). Left out, nothing changes: no tree splits on a column that is 0 in
+# every row (tests/training_server/test_pod_class.py).
+CARRIED_ONLY = frozenset({"pod_class_code"})
+
+
+def carried_features(names: Sequence[str], columns: Columns) -> tuple[str, ...]:
+    """`names` less the CARRIED_ONLY features that no row of `columns` carries: what a
+    model fitted on these rows is trained on and its bundle lists."""
+    return tuple(
+        name for name in names if name not in CARRIED_ONLY or bool(FEATURES[name](columns).any())
+    )
 
 
 def build_matrix(columns: Columns, names: Sequence[str]) -> np.ndarray:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from dataclasses import asdict
 from typing import Any
 
 import httpx
@@ -19,6 +20,7 @@ from prediction_server.deps import (
     ServingBundle,
     WatcherDep,
 )
+from prediction_server.watcher import ModelWatcher
 from shared.predictor import LoadedBundle
 from shared.targets import TARGETS
 from shared.web.auth import Access, require
@@ -37,6 +39,11 @@ def _model_fields(bundle: LoadedBundle) -> dict[str, Any]:
         "model_created_at": rfc3339(manifest.created_at) if manifest else None,
         "model_age_seconds": (time.time() - manifest.created_at.timestamp()) if manifest else None,
     }
+
+
+def _needs_newer(watcher: ModelWatcher | None) -> dict[str, Any] | None:
+    needed = watcher.needs_newer if watcher else None
+    return None if needed is None else asdict(needed)
 
 
 @router.get("/", dependencies=require(Access.EPP))
@@ -79,6 +86,9 @@ async def status(
         "ensemble_active": False,
         "cold_start": bundle.is_prior,
         "refused_versions": watcher.refused if watcher else {},
+        # {version, bundle_format, reads_up_to} of the newest bundle refused because it
+        # needs a newer server; null when none (or a later bundle is served)
+        "needs_newer_server": _needs_newer(watcher),
         # log-factors on the model's answer: the bundle's conformal one and the live one
         "calibration": {
             t.value: {

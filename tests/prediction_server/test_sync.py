@@ -184,6 +184,32 @@ def test_tampered_archive_is_refused_and_sync_goes_on(
         wait_serving(client, V3)
 
 
+def test_a_mirrored_bundle_of_a_newer_format_is_refused_saying_so(
+    model_dir: Path, tmp_path: Path, trainer: tuple[FakeTrainer, str]
+) -> None:
+    """A trainer upgraded first offers a bundle of format 2: refused (never published
+    locally), and GET /status says a newer server is needed."""
+    state, url = trainer
+    state.offer(V1, trained_archive(tmp_path, V1, seed=1))
+    source = tmp_path / "trainer-newer"
+    publish_trained_bundle(source, seed=4, version=V2)
+    members = {p.name: p.read_bytes() for p in bundle_dir_for(source, V2).iterdir()}
+    manifest = {**json.loads(members[MANIFEST]), "format_version": 2}
+    with sync_app(model_dir, url) as client:
+        wait_serving(client, V1)
+        state.offer(V2, make_tar({**members, MANIFEST: json.dumps(manifest).encode()}))
+        eventually(
+            lambda: client.get("/status").json()["needs_newer_server"],
+            WAIT_S,
+            "the newer bundle refused",
+        )
+        status = client.get("/status").json()
+    assert status["model_version"] == V1
+    assert status["needs_newer_server"] == {"version": V2, "bundle_format": 2, "reads_up_to": 1}
+    assert "reads bundle format 2" in status["refused_versions"][V2]
+    assert not bundle_dir_for(model_dir, V2).exists()
+
+
 def test_watcher_survives_an_archive_with_a_broken_stream(
     model_dir: Path, tmp_path: Path, trainer: tuple[FakeTrainer, str]
 ) -> None:

@@ -16,8 +16,11 @@ from pydantic import ValidationError
 from devkit.synthetic import prediction_row, publish_trained_bundle, synthetic_rows
 from shared.decoding import decode_prediction_rows, decode_strict_body
 from shared.features import (
+    CARRIED_ONLY,
     CODE_COLUMNS,
+    FEATURES,
     LABEL_FIELDS,
+    carried_features,
     columns_from_dicts,
     feature_names,
     monotone_constraints,
@@ -93,6 +96,22 @@ def test_both_targets_take_it_without_a_monotone_constraint() -> None:
         for per_queued in (False, True):
             constraints = monotone_constraints(target, names, per_queued=per_queued)
             assert constraints[names.index("pod_class_code")] == 0
+
+
+def test_the_class_is_the_one_feature_listed_only_when_rows_carry_it() -> None:
+    """Declared once (CARRIED_ONLY); every other feature is listed as before, even a column
+    that is 0 in every row (older servers know those)."""
+    assert sorted(CARRIED_ONLY) == ["pod_class_code"]
+    assert all(name in FEATURES for name in CARRIED_ONLY)
+    plain = columns_from_dicts(synthetic_rows(20, seed=1))
+    assert not plain["encoder_input_size"].any()
+    classed = columns_from_dicts([*synthetic_rows(19, seed=1), prediction_row(pod_class="h200")])
+    empty = columns_from_dicts([])
+    for target in TARGETS:
+        names = feature_names(target)
+        before = tuple(n for n in names if n != "pod_class_code")
+        assert carried_features(names, plain) == carried_features(names, empty) == before
+        assert carried_features(names, classed) == names
 
 
 def rows_with_classes() -> list[dict[str, Any]]:

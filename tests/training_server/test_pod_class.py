@@ -1,6 +1,7 @@
 """`pod_class` on the training server: ingested, stored (cut to 64 characters), read back
 as a feature code and a label, scored per class by each retrain, and answered by its
-/predict; and a store without classes fits the models it fitted before."""
+/predict; a store without classes fits the models it fitted before, and its bundles do not
+name the feature (prediction servers from before pod_class load them)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from sqlalchemy import select
 
 from devkit.synthetic import prediction_row, synthetic_rows
 from shared.backends import backend_for
-from shared.features import columns_from_dicts, feature_names, pod_class_code
+from shared.features import Columns, columns_from_dicts, feature_names, pod_class_code
 from shared.schemas import TrainingEntry
 from shared.settings import ModelType, TrainingSettings
 from shared.target_space import space_for
@@ -21,6 +22,7 @@ from shared.targets import TARGETS, Target
 from tests.training_server.conftest import OpenClient, ingest
 from training_server.retrain.fit import fit_model, fit_params, model_ms
 from training_server.retrain.scoring import regime_coverage
+from training_server.retrain.target import train_target
 from training_server.store import SampleStore
 from training_server.tables import samples
 
@@ -160,3 +162,54 @@ def test_without_classes_the_trees_are_the_ones_before(
         for names in (now, before)
     ]
     np.testing.assert_array_equal(answers[0], answers[1])
+
+
+def published_features(client: TestClient) -> dict[Target, tuple[str, ...]]:
+    """What the published bundle's manifest lists per target (as published)."""
+    bundle = client.app.state.pools.default.slot.published  # type: ignore[attr-defined]
+    assert bundle is not None and bundle.manifest is not None
+    return {t: tuple(bundle.manifest.targets[t].features) for t in TARGETS}
+
+
+def test_a_bundle_names_the_class_only_once_its_rows_carry_one(
+    open_client: OpenClient,
+) -> None:
+    """Rows without a class (llm-d's EPP): the bundle lists the features from before
+    pod_class, so prediction servers from before it load it; once rows carry a class (a
+    mixed-hardware pool) both targets take the feature. /predict answers either way."""
+    client = open_client(test_ratio=0.3)
+    ingest(client, synthetic_rows(400, seed=7))
+    assert client.post("/retrain").json()["outcome"] == "ok"
+    before = {t: tuple(n for n in feature_names(t) if n != "pod_class_code") for t in TARGETS}
+    assert published_features(client) == before
+    for row in (prediction_row(), prediction_row(pod_class="b200")):
+        assert client.post("/predict", json=row).status_code == 200
+
+    ingest(client, classed_rows(400, seed=8))
+    assert client.post("/retrain").json()["outcome"] == "ok"
+    assert published_features(client) == {t: feature_names(t) for t in TARGETS}
+    plain = client.post("/predict", json=prediction_row())
+    classed = client.post("/predict", json=prediction_row(pod_class="b200"))
+    assert plain.status_code == classed.status_code == 200
+    (entry, _) = client.get("/retrains").json()["retrains"]  # newest first
+    assert {"pod_class=h200", "pod_class=b200"} <= set(entry["regimes"]["ttft"])
+
+
+@pytest.mark.parametrize("rows", [0, 5, 200])
+def test_the_fit_lists_the_class_only_when_a_training_row_carries_it(rows: int) -> None:
+    """Also below the rows a model needs (the prior answers, the bundle still lists names)
+    and whatever the held-out rows carry: the training rows decide."""
+    settings = TrainingSettings(n_estimators=10, min_samples_for_retrain=50)
+    train_rows = [r for r in synthetic_rows(3 * rows, seed=9) if r["actual_ttft_ms"] > 0]
+    test_rows = [r for r in classed_rows(100, seed=10) if r["actual_ttft_ms"] > 0]
+
+    def window(data: list[dict[str, Any]]) -> tuple[Columns, np.ndarray]:
+        return columns_from_dicts(data), np.array([r["actual_ttft_ms"] for r in data])
+
+    plain = train_target(settings, Target.TTFT, window(train_rows), window(test_rows))
+    assert "pod_class_code" not in plain.features
+    assert plain.features == tuple(n for n in feature_names(Target.TTFT) if n != "pod_class_code")
+    if train_rows:
+        train_rows[-1] = {**train_rows[-1], "pod_class": "h200"}  # one row is enough
+        classed = train_target(settings, Target.TTFT, window(train_rows), window(test_rows))
+        assert classed.features == feature_names(Target.TTFT)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from shared.backends import backend_for
-from shared.features import Columns, feature_names
+from shared.features import Columns, carried_features, feature_names
 from shared.served import compile_model
 from shared.settings import Calibration, TrainingSettings
 from shared.targets import TARGETS, Target
@@ -77,13 +77,18 @@ def train_target(
     oldest first, actuals in ms); a fit without a model below MIN_ROWS_FOR_A_QUANTILE rows
     (the cold-start prior answers). With `keep`, that choice is refitted instead of
     choosing again (see the module docstring)."""
-    names = feature_names(
-        target,
-        token_in_flight=settings.enable_token_in_flight_features,
-        encoder=settings.enable_encoder_features,
+    columns, y = train
+    # Only the features these rows carry: the bundle lists them, and a prediction server
+    # from before a feature would refuse a bundle naming it (shared.features.CARRIED_ONLY).
+    names = carried_features(
+        feature_names(
+            target,
+            token_in_flight=settings.enable_token_in_flight_features,
+            encoder=settings.enable_encoder_features,
+        ),
+        columns,
     )
     backend = backend_for(settings.model_type)
-    columns, y = train
     result = TargetFit(None, names, len(y), len(test[1]))
     if len(y) < MIN_ROWS_FOR_A_QUANTILE:
         return result
