@@ -38,9 +38,10 @@ class Advised:
 
 
 def _read(options: Options, progress: Progress) -> StoreRows:
-    progress.note(f"reading the newest {options.hours:g} h of {safe_url(options.url)}")
+    which = f"pool {options.pool} of " if options.pool else ""
+    progress.note(f"reading the newest {options.hours:g} h of {which}{safe_url(options.url)}")
     try:
-        return read_rows(options.url, options.hours)
+        return read_rows(options.url, options.hours, pool=options.pool)
     except StoreError as exc:
         raise AdviseError(str(exc)) from None
 

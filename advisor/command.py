@@ -26,6 +26,8 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from advisor.options import Options
+from shared.pools import DEFAULT_POOL, PoolNameError, checked_pool_name
+from shared.settings import POOL_PLACEHOLDER
 
 if TYPE_CHECKING:  # the heavy modules load when the command runs, not with the CLI
     from advisor.advise import Advised
@@ -44,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--db", metavar="URL", help="the trainer's store (LATENCY_DB_URL)")
     source.add_argument("--training-url", metavar="URL", help="not supported: " + NO_EXPORT[16:])
     parser.add_argument("--pods", type=int, required=True, help="pods in the pool to advise on")
+    parser.add_argument(
+        "--pool",
+        type=pool_name,
+        metavar="NAME",
+        help="only this pool's rows (every pool's by default); {pool} in --json is its name",
+    )
     parser.add_argument("--hours", type=float, default=6.0, help="newest hours of rows (6)")
     parser.add_argument("--slo-ttft-ms", type=float, help="TTFT SLO per request (none)")
     parser.add_argument("--slo-tpot-ms", type=float, help="TPOT SLO per request (none)")
@@ -51,8 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json",
         metavar="OUT",
-        help="write every figure as JSON, atomically (the trainer's LATENCY_ADVICE_FILE, "
-        "advice.json in its model directory by default: its dashboard shows it)",
+        help="write every figure as JSON, atomically (the pool's advice file on the trainer, "
+        "LATENCY_ADVICE_FILE, advice.json in the pool's model directory by default: its "
+        "dashboard shows it)",
     )
     parser.add_argument("--plots", metavar="DIR", help="write ttft_cdf.png and traffic.png")
     parser.add_argument("--policies", default=DEFAULT_POLICIES, help=f"({DEFAULT_POLICIES})")
@@ -103,6 +112,20 @@ def _policies(text: str) -> tuple[str, ...]:
     return names
 
 
+def pool_name(value: str) -> str:
+    """argparse type: a pool name (a DNS label); argparse names --pool in its message."""
+    try:
+        return checked_pool_name(value)
+    except PoolNameError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def json_path(template: str, pool: str | None) -> Path:
+    """--json's path, {pool} replaced by the pool's name (the trainer's LATENCY_ADVICE_FILE
+    template, given as is)."""
+    return Path(template.replace(POOL_PLACEHOLDER, pool or DEFAULT_POOL))
+
+
 def _positive(args: argparse.Namespace) -> None:
     if args.pods < 1:
         raise UsageProblem("--pods must be at least 1")
@@ -119,6 +142,8 @@ def _positive(args: argparse.Namespace) -> None:
 def check(args: argparse.Namespace) -> Options:
     if args.training_url:
         raise UsageProblem(NO_EXPORT)
+    if args.json and POOL_PLACEHOLDER in args.json and args.pool is None:
+        raise UsageProblem(f"--json {args.json}: {POOL_PLACEHOLDER} needs --pool NAME")
     _positive(args)
     from poolsim.hardware import HARDWARE
     from poolsim.report import INSTALL_HINT, matplotlib_available
@@ -138,6 +163,7 @@ def check(args: argparse.Namespace) -> Options:
         sim_seconds=args.sim_seconds or None,
         speedup=args.speedup or None,
         fit_rows=args.fit_rows,
+        pool=args.pool,
     )
 
 
@@ -185,8 +211,9 @@ def _answer(args: argparse.Namespace, advice: Advised) -> None:
 
     _out(screen(advice.advice))
     if args.json:
-        write_json(Path(args.json), advice.advice)
-        _out(f"json: {args.json}")
+        out = json_path(args.json, args.pool)
+        write_json(out, advice.advice)
+        _out(f"json: {out}")
     if args.plots:
         from advisor.plots import write_plots
 

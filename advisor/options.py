@@ -18,3 +18,4 @@ class Options:
     sim_seconds: float | None  # None: sized to the time budget (advisor.workload)
     speedup: float | None
     fit_rows: int
+    pool: str | None = None  # None: the rows of every pool in the store

@@ -136,9 +136,12 @@ def _aware(value: datetime) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
-def _columns(conn: Connection, hours: float, max_rows: int) -> list[tuple[object, ...]]:
+def _columns(
+    conn: Connection, hours: float, max_rows: int, pool: str | None
+) -> list[tuple[object, ...]]:
     c = samples.c
-    newest = conn.execute(select(func.max(c.timestamp))).scalar()
+    in_pool = [] if pool is None else [c.pool == pool]
+    newest = conn.execute(select(func.max(c.timestamp)).where(*in_pool)).scalar()
     if newest is None:
         return []
     cutoff = _aware(newest) - timedelta(hours=hours)
@@ -146,7 +149,7 @@ def _columns(conn: Connection, hours: float, max_rows: int) -> list[tuple[object
         cutoff = cutoff.replace(tzinfo=None)
     stmt = (
         select(*(c[name] for name in COLUMNS))
-        .where(c.timestamp >= cutoff)
+        .where(c.timestamp >= cutoff, *in_pool)
         .order_by(c.id.desc())
         .limit(max_rows)
     )
@@ -180,15 +183,17 @@ def safe_url(url: str) -> str:
         return "?"
 
 
-def read_rows(url: str, hours: float, max_rows: int = MAX_ROWS) -> StoreRows:
-    """The newest `hours` of rows (at most `max_rows`), oldest first; StoreError when the
-    store cannot be read."""
+def read_rows(
+    url: str, hours: float, max_rows: int = MAX_ROWS, *, pool: str | None = None
+) -> StoreRows:
+    """The newest `hours` of rows (at most `max_rows`) of `pool` (None: of every pool),
+    oldest first; StoreError when the store cannot be read."""
     engine = open_read_only(url)
     try:
         with engine.connect() as conn:
             begin_read_only(conn)
             _check_migrated(conn, url)
-            rows = _columns(conn, hours, max_rows)
+            rows = _columns(conn, hours, max_rows, pool)
             conn.rollback()
     except SQLAlchemyError as exc:
         cause = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]

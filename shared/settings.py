@@ -23,12 +23,14 @@ from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, model_validato
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.model_source import ModelSource, model_source_for
+from shared.pools import DEFAULT_POOL
 
 # Our folder inside a volume llm-d's chart gives (/models, /server_models): no name of ours
 # can clash with the *.joblib files llm-d's own tools keep there.
 LLM_D_HOME = "latency-predictor"
 # The advice file's name in the model directory when LATENCY_ADVICE_FILE is unset.
 ADVICE_FILE = "advice.json"
+POOL_PLACEHOLDER = "{pool}"  # in LATENCY_ADVICE_FILE: each pool's own file
 
 
 class ModelType(StrEnum):
@@ -203,14 +205,31 @@ class TrainingSettings(CommonSettings):
     # Off by default: whoever answers the model URL runs code in any server loading these.
     legacy_artifacts: LegacyArtifacts = LegacyArtifacts.NONE
     # What `latency-predictor advise --json` last wrote, served by GET /advice for the
-    # dashboard; unset: advice.json in the model directory (see advice_path).
+    # dashboard; a path with {pool} in it names each pool's (see advice_path).
     advice_file: Path | None = None
 
-    @property
-    def advice_path(self) -> Path:
-        """The advice file GET /advice reads: LATENCY_ADVICE_FILE, else advice.json in the
-        model directory (as derived, when llm-d's paths set it)."""
-        return self.model_dir / ADVICE_FILE if self.advice_file is None else self.advice_file
+    def advice_path(self, pool: str = DEFAULT_POOL) -> Path:
+        """The advice file GET /advice reads for `pool` (these settings being the pool's):
+        LATENCY_ADVICE_FILE with {pool} replaced by the pool's name; a path without {pool}
+        is the default pool's alone, and every other pool reads advice.json in its own
+        model directory, as it does when LATENCY_ADVICE_FILE is unset (a pool never shows
+        another pool's advice)."""
+        template = None if self.advice_file is None else str(self.advice_file)
+        if template is not None and POOL_PLACEHOLDER in template:
+            return Path(template.replace(POOL_PLACEHOLDER, pool))
+        if template is not None and pool == DEFAULT_POOL:
+            return Path(template)
+        return self.model_dir / ADVICE_FILE
+
+    @model_validator(mode="after")
+    def _advice_template(self) -> Self:
+        text = str(self.advice_file or "")
+        if "{" in text.replace(POOL_PLACEHOLDER, "") or "}" in text.replace(POOL_PLACEHOLDER, ""):
+            raise ValueError(
+                f"LATENCY_ADVICE_FILE={text!r}: the only placeholder is {POOL_PLACEHOLDER} "
+                "(each pool's name)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _legacy_libraries_installed(self) -> Self:

@@ -12,7 +12,8 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DBAPIError
 
-from advisor.rows import begin_read_only, open_read_only
+from advisor.command import json_path
+from advisor.rows import begin_read_only, open_read_only, read_rows
 from devkit.processes import free_port
 from tests.advisor.conftest import Stores
 from tests.advisor.stores import advise
@@ -154,6 +155,8 @@ def test_an_unmigrated_postgres_schema_exits_1(empty_schema_url: str) -> None:
         (["--db", "not a url", "--pods", "2"], "not a database URL"),
         (["--training-url", "http://127.0.0.1:8000", "--pods", "2"], "no route that exports"),
         (["--pods", "2"], "one of the arguments --db --training-url is required"),
+        (["--db", "sqlite:///x.db", "--pods", "2", "--pool", "Bad_Name"], "--pool"),
+        (["--db", "sqlite:///x.db", "--pods", "2", "--json", "/a/{pool}.json"], "needs --pool"),
     ],
 )
 def test_bad_flags_exit_2(args: list[str], words: str) -> None:
@@ -185,3 +188,18 @@ def test_the_postgres_transaction_cannot_write(postgres_stores: Stores) -> None:
     before = postgres_counts(postgres_stores.adequate)
     refuses_writes(postgres_stores.adequate)
     assert postgres_counts(postgres_stores.adequate) == before
+
+
+def test_pool_reads_only_that_pools_rows(sqlite_stores: Stores) -> None:
+    every = read_rows(sqlite_stores.adequate, 6.0)
+    assert len(every.timestamp_s) > 1000
+    assert len(read_rows(sqlite_stores.adequate, 6.0, pool="default").timestamp_s) == len(
+        every.timestamp_s
+    )
+    assert len(read_rows(sqlite_stores.adequate, 6.0, pool="h200-llama").timestamp_s) == 0
+
+
+def test_json_takes_the_trainers_pool_template() -> None:
+    assert json_path("/advice/{pool}.json", "h200-llama") == Path("/advice/h200-llama.json")
+    assert json_path("/advice/{pool}.json", None) == Path("/advice/default.json")
+    assert json_path("/advice/a.json", "h200-llama") == Path("/advice/a.json")

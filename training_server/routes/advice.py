@@ -1,11 +1,12 @@
 """GET /advice: the last answer of `latency-predictor advise`, for the dashboard.
 
 `latency-predictor advise ... --json <path>` writes its answer atomically (advisor.report);
-pointed at this trainer's advice file (LATENCY_ADVICE_FILE, by default advice.json in the
-model directory) it is served here as written, plus `written_at` (the file's mtime). The
-file is read on every request: it is small, capped at ADVICE_MAX_BYTES. No file answers 404
-naming the path and the command that writes it; a file that cannot be read, is too large,
-is not JSON or not a JSON object answers 503 saying why. Never a 500.
+pointed at a pool's advice file (LATENCY_ADVICE_FILE, where {pool} names each pool's; by
+default advice.json in the pool's model directory) it is served here as written, plus
+`written_at` (the file's mtime). The file is read on every request: it is small, capped at
+ADVICE_MAX_BYTES. No file answers 404 naming the path and the command that writes it; a
+file that cannot be read, is too large, is not JSON or not a JSON object answers 503 saying
+why. Never a 500.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from fastapi import APIRouter, HTTPException, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
+from shared.pools import DEFAULT_POOL
 from shared.web.auth import Access, require
 from shared.wire import json_bytes, rfc3339
-from training_server.deps import SettingsDep
+from training_server.deps import PoolDep
 
 router = APIRouter()
 
@@ -63,8 +65,9 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def advise_command(path: Path) -> str:
-    return f"latency-predictor advise --db URL --pods N --json {path}"
+def advise_command(path: Path, pool: str = DEFAULT_POOL) -> str:
+    which = "" if pool == DEFAULT_POOL else f" --pool {pool}"
+    return f"latency-predictor advise --db URL --pods N{which} --json {path}"
 
 
 class Unreadable(Exception):
@@ -115,18 +118,19 @@ def advice_body(path: Path) -> bytes:
 
 
 @router.get("/advice", dependencies=require(Access.DASHBOARD), responses=RESPONSES)
-async def advice(settings: SettingsDep) -> Response:
-    """What `latency-predictor advise --json` last wrote to the advice file, plus
+async def advice(pool: PoolDep) -> Response:
+    """What `latency-predictor advise --json` last wrote to the pool's advice file, plus
     `written_at`; 404 while there is none, 503 when it is unreadable."""
-    path = settings.advice_path.absolute()
+    path = pool.settings.advice_path(pool.name).absolute()
     try:
         body = await run_in_threadpool(advice_body, path)
     except FileNotFoundError:
+        command = advise_command(path, pool.name)
         return JSONResponse(
             {
-                "detail": f"no advice file at {path}: `{advise_command(path)}` writes it",
+                "detail": f"no advice file at {path}: `{command}` writes it",
                 "path": str(path),
-                "command": advise_command(path),
+                "command": command,
             },
             status_code=404,
         )

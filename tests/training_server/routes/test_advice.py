@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import ValidationError
 
 from advisor.report import write_document
 from shared.settings import LLM_D_HOME, TrainingSettings
@@ -110,11 +111,44 @@ def test_latency_advice_file_moves_it(open_client: OpenClient, tmp_path: Path) -
 
 
 def test_the_default_follows_the_model_directory_as_derived() -> None:
-    assert TrainingSettings(model_dir=Path("/m")).advice_path == Path("/m/advice.json")
+    assert TrainingSettings(model_dir=Path("/m")).advice_path() == Path("/m/advice.json")
     llm_d = TrainingSettings(ttft_model_path=Path("/models/ttft.joblib"))
-    assert llm_d.advice_path == Path("/models") / LLM_D_HOME / "models" / "advice.json"
+    assert llm_d.advice_path() == Path("/models") / LLM_D_HOME / "models" / "advice.json"
     chosen = TrainingSettings(model_dir=Path("/m"), advice_file=Path("/a/b.json"))
-    assert chosen.advice_path == Path("/a/b.json")
+    assert chosen.advice_path() == Path("/a/b.json")
+    # A plain path is the default pool's alone; a named pool keeps its own default.
+    assert chosen.advice_path("h200") == Path("/m/advice.json")
+    template = TrainingSettings(model_dir=Path("/m"), advice_file=Path("/a/{pool}.json"))
+    assert template.advice_path("h200") == Path("/a/h200.json")
+    assert template.advice_path() == Path("/a/default.json")
+
+
+@pytest.mark.parametrize("bad", ["/a/{other}.json", "/a/{pool.json", "/a/pool}.json"])
+def test_a_template_with_another_placeholder_is_refused(bad: str) -> None:
+    with pytest.raises(ValidationError, match=r"LATENCY_ADVICE_FILE.*only placeholder"):
+        TrainingSettings(model_dir=Path("/m"), advice_file=Path(bad))
+
+
+def test_each_pool_serves_its_own_advice_file(open_client: OpenClient, tmp_path: Path) -> None:
+    folder = tmp_path / "advice"
+    client = open_client(advice_file=folder / "{pool}.json")
+    write_document(folder / "default.json", ADVICE)
+    write_document(folder / "h200-llama.json", {**ADVICE, "verdict": "enable"})
+    assert client.get("/advice").json()["verdict"] == "little-gain"
+    assert client.get("/pools/h200-llama/advice").json()["verdict"] == "enable"
+    missing = client.get("/pools/b200-llama/advice").json()
+    assert missing["path"] == str(folder / "b200-llama.json")
+    assert "--pool b200-llama --json" in missing["command"]
+
+
+def test_a_plain_advice_file_is_never_shown_for_another_pool(
+    open_client: OpenClient, tmp_path: Path
+) -> None:
+    plain = tmp_path / "advice.json"
+    client = open_client(advice_file=plain)
+    write_document(plain, ADVICE)
+    assert client.get("/advice").status_code == 200
+    assert client.get("/pools/h200-llama/advice").status_code == 404
 
 
 @pytest.mark.parametrize(
