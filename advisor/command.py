@@ -26,8 +26,14 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from advisor.options import Options
+from shared.advice_file import (
+    POOL_PLACEHOLDER,
+    as_template,
+    is_per_pool,
+    pool_file,
+    template_problem,
+)
 from shared.pools import DEFAULT_POOL, PoolNameError, checked_pool_name
-from shared.settings import POOL_PLACEHOLDER
 
 if TYPE_CHECKING:  # the heavy modules load when the command runs, not with the CLI
     from advisor.advise import Advised
@@ -61,7 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="OUT",
         help="write every figure as JSON, atomically (the pool's advice file on the trainer, "
         "LATENCY_ADVICE_FILE, advice.json in the pool's model directory by default: its "
-        "dashboard shows it)",
+        "dashboard shows it); {pool} in it, or a directory, as LATENCY_ADVICE_FILE takes "
+        "them, names the --pool's file",
     )
     parser.add_argument("--plots", metavar="DIR", help="write ttft_cdf.png and traffic.png")
     parser.add_argument("--policies", default=DEFAULT_POLICIES, help=f"({DEFAULT_POLICIES})")
@@ -120,10 +127,22 @@ def pool_name(value: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def json_path(template: str, pool: str | None) -> Path:
-    """--json's path, {pool} replaced by the pool's name (the trainer's LATENCY_ADVICE_FILE
-    template, given as is)."""
-    return Path(template.replace(POOL_PLACEHOLDER, pool or DEFAULT_POOL))
+def json_path(value: str, pool: str | None) -> Path:
+    """--json's path, read as the trainer reads LATENCY_ADVICE_FILE (shared.advice_file):
+    {pool} replaced by the pool's name, a directory standing for <dir>/{pool}.json."""
+    template = as_template(value)
+    return pool_file(template, pool or DEFAULT_POOL) if is_per_pool(template) else Path(value)
+
+
+def _json_usage(value: str | None, pool: str | None) -> None:
+    if not value:
+        return
+    if problem := template_problem(value):
+        raise UsageProblem(f"--json {value}: {problem}")
+    template = as_template(value)
+    if is_per_pool(template) and pool is None:  # every pool's rows are no one pool's advice
+        which = "" if template == value else f" (a directory: {template})"
+        raise UsageProblem(f"--json {value}{which}: {POOL_PLACEHOLDER} needs --pool NAME")
 
 
 def _positive(args: argparse.Namespace) -> None:
@@ -142,8 +161,7 @@ def _positive(args: argparse.Namespace) -> None:
 def check(args: argparse.Namespace) -> Options:
     if args.training_url:
         raise UsageProblem(NO_EXPORT)
-    if args.json and POOL_PLACEHOLDER in args.json and args.pool is None:
-        raise UsageProblem(f"--json {args.json}: {POOL_PLACEHOLDER} needs --pool NAME")
+    _json_usage(args.json, args.pool)
     _positive(args)
     from poolsim.hardware import HARDWARE
     from poolsim.report import INSTALL_HINT, matplotlib_available

@@ -41,25 +41,31 @@ from collections.abc import Sequence
 from latency_cli.commands import COMMANDS, MissingPiece
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    args = list(sys.argv[1:] if argv is None else argv)
+def build_parser(chosen: str | None) -> argparse.ArgumentParser:
+    """The CLI's parser; only `chosen`'s subcommand imports its modules and declares its
+    arguments. Abbreviated flags are refused: a script or a CronJob spelling --pod for
+    --pods would break the day a flag sharing that prefix is added."""
     parser = argparse.ArgumentParser(
         prog="latency-predictor",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run both servers locally with a built-in load")
+    demo = sub.add_parser(
+        "demo", help="run both servers locally with a built-in load", allow_abbrev=False
+    )
     demo.add_argument("--duration", type=float, default=60.0, help="seconds of load (60)")
     demo.add_argument("--rows-per-second", type=int, default=200)
     demo.add_argument("--var", default="./var", help="folder for the SQLite file and models")
     demo.add_argument("--training-port", type=int, default=8000)
     demo.add_argument("--prediction-port", type=int, default=8001)
     sub.add_parser("migrate", help="upgrade the store schema to the newest revision")
-    _add_retrains(sub.add_parser("retrains", help="the last retrains with their metrics"))
-    chosen = args[0] if args else None
+    _add_retrains(
+        sub.add_parser("retrains", help="the last retrains with their metrics", allow_abbrev=False)
+    )
     for name, command in COMMANDS.items():
-        tool = sub.add_parser(name, help=command.help, description=command.help)
+        tool = sub.add_parser(name, help=command.help, description=command.help, allow_abbrev=False)
         if name == chosen:  # only the subcommand that runs imports its modules
             try:
                 add_arguments, handler = command.loaded()
@@ -70,6 +76,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             tool.set_defaults(handler=handler, tool_parser=tool)
     sub.add_parser("training-server", help="run the training server", add_help=False)
     sub.add_parser("prediction-server", help="run the prediction server", add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    chosen = args[0] if args else None
+    parser = build_parser(chosen)
     if chosen in ("training-server", "prediction-server"):
         _server(chosen, args[1:])
         return

@@ -19,9 +19,23 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Self
 
-from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared.advice_file import (
+    as_template,
+    ends_as_directory,
+    is_per_pool,
+    pool_file,
+    template_problem,
+)
 from shared.model_source import ModelSource, model_source_for
 from shared.pools import DEFAULT_POOL
 
@@ -30,7 +44,6 @@ from shared.pools import DEFAULT_POOL
 LLM_D_HOME = "latency-predictor"
 # The advice file's name in the model directory when LATENCY_ADVICE_FILE is unset.
 ADVICE_FILE = "advice.json"
-POOL_PLACEHOLDER = "{pool}"  # in LATENCY_ADVICE_FILE: each pool's own file
 
 
 class ModelType(StrEnum):
@@ -205,30 +218,41 @@ class TrainingSettings(CommonSettings):
     # Off by default: whoever answers the model URL runs code in any server loading these.
     legacy_artifacts: LegacyArtifacts = LegacyArtifacts.NONE
     # What `latency-predictor advise --json` last wrote, served by GET /advice for the
-    # dashboard; a path with {pool} in it names each pool's (see advice_path).
+    # dashboard; {pool} in it, or a directory, names each pool's (see advice_path).
     advice_file: Path | None = None
 
     def advice_path(self, pool: str = DEFAULT_POOL) -> Path:
         """The advice file GET /advice reads for `pool` (these settings being the pool's):
-        LATENCY_ADVICE_FILE with {pool} replaced by the pool's name; a path without {pool}
-        is the default pool's alone, and every other pool reads advice.json in its own
-        model directory, as it does when LATENCY_ADVICE_FILE is unset (a pool never shows
-        another pool's advice)."""
+        LATENCY_ADVICE_FILE with {pool} replaced by the pool's name (a directory stands for
+        <dir>/{pool}.json); a path without {pool} is the default pool's alone, and every
+        other pool reads advice.json in its own model directory, as it does when
+        LATENCY_ADVICE_FILE is unset (a pool never shows another pool's advice)."""
         template = None if self.advice_file is None else str(self.advice_file)
-        if template is not None and POOL_PLACEHOLDER in template:
-            return Path(template.replace(POOL_PLACEHOLDER, pool))
+        if template is not None and is_per_pool(template):
+            return pool_file(template, pool)
         if template is not None and pool == DEFAULT_POOL:
             return Path(template)
         return self.model_dir / ADVICE_FILE
 
+    @field_validator("advice_file", mode="before")
+    @classmethod
+    def _advice_directory(cls, value: object) -> object:
+        """Before Path drops it, a trailing / says: a directory of per-pool files. Empty is
+        unset."""
+        if isinstance(value, str) and (not value or ends_as_directory(value)):
+            return as_template(value) if value else None
+        return value
+
     @model_validator(mode="after")
     def _advice_template(self) -> Self:
-        text = str(self.advice_file or "")
-        if "{" in text.replace(POOL_PLACEHOLDER, "") or "}" in text.replace(POOL_PLACEHOLDER, ""):
-            raise ValueError(
-                f"LATENCY_ADVICE_FILE={text!r}: the only placeholder is {POOL_PLACEHOLDER} "
-                "(each pool's name)"
-            )
+        if self.advice_file is None:
+            return self
+        text = str(self.advice_file)
+        if problem := template_problem(text):
+            raise ValueError(f"LATENCY_ADVICE_FILE={text!r}: {problem}")
+        template = as_template(text)
+        if template != text:  # an existing directory: its per-pool files, said at start-up
+            self._derive("advice_file", Path(template), f"LATENCY_ADVICE_FILE={text}, a directory")
         return self
 
     @model_validator(mode="after")

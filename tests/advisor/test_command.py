@@ -15,6 +15,7 @@ from sqlalchemy.exc import DBAPIError
 from advisor.command import json_path
 from advisor.rows import begin_read_only, open_read_only, read_rows
 from devkit.processes import free_port
+from shared.settings import TrainingSettings
 from tests.advisor.conftest import Stores
 from tests.advisor.stores import advise
 from tests.conftest import PG_URL
@@ -157,6 +158,11 @@ def test_an_unmigrated_postgres_schema_exits_1(empty_schema_url: str) -> None:
         (["--pods", "2"], "one of the arguments --db --training-url is required"),
         (["--db", "sqlite:///x.db", "--pods", "2", "--pool", "Bad_Name"], "--pool"),
         (["--db", "sqlite:///x.db", "--pods", "2", "--json", "/a/{pool}.json"], "needs --pool"),
+        (["--db", "sqlite:///x.db", "--pods", "2", "--json", "/a/"], "needs --pool"),
+        (
+            ["--db", "sqlite:///x.db", "--pods", "2", "--pool", "a", "--json", "/a/{name}.json"],
+            "the only placeholder is {pool}",
+        ),
     ],
 )
 def test_bad_flags_exit_2(args: list[str], words: str) -> None:
@@ -203,3 +209,20 @@ def test_json_takes_the_trainers_pool_template() -> None:
     assert json_path("/advice/{pool}.json", "h200-llama") == Path("/advice/h200-llama.json")
     assert json_path("/advice/{pool}.json", None) == Path("/advice/default.json")
     assert json_path("/advice/a.json", "h200-llama") == Path("/advice/a.json")
+    assert json_path("/advice/", "h200-llama") == Path("/advice/h200-llama.json")
+
+
+def test_json_writes_where_the_trainer_reads_the_same_value(
+    sqlite_stores: Stores, tmp_path: Path
+) -> None:
+    """A directory given to both: advise writes the pool's file, the trainer reads it."""
+    value = f"{tmp_path / 'advice'}/"
+    done = advise("--db", sqlite_stores.small, "--pods", "2", "--pool", "default", "--json", value)
+    assert done.returncode == 0, done.stderr
+    written = tmp_path / "advice" / "default.json"
+    assert f"json: {written}" in done.stdout
+    assert json.loads(written.read_text())["verdict"] == "not-enough-data"
+    trainer = TrainingSettings.model_validate(
+        {"model_dir": tmp_path / "models", "advice_file": value}
+    )
+    assert trainer.advice_path() == written

@@ -151,6 +151,55 @@ def test_a_plain_advice_file_is_never_shown_for_another_pool(
     assert client.get("/pools/h200-llama/advice").status_code == 404
 
 
+def test_a_directory_holds_each_pools_file(open_client: OpenClient, tmp_path: Path) -> None:
+    folder = tmp_path / "advice"
+    folder.mkdir()
+    client = open_client(advice_file=folder)
+    write_document(folder / "default.json", ADVICE)
+    write_document(folder / "h200-llama.json", {**ADVICE, "verdict": "enable"})
+    assert client.get("/advice").json()["verdict"] == "little-gain"
+    assert client.get("/pools/h200-llama/advice").json()["verdict"] == "enable"
+    assert client.get("/pools/b200-llama/advice").json()["path"] == str(folder / "b200-llama.json")
+
+
+def test_a_trailing_slash_names_a_directory_made_later(
+    open_client: OpenClient, tmp_path: Path
+) -> None:
+    folder = tmp_path / "later"
+    client = open_client(advice_file=f"{folder}/")
+    assert client.get("/pools/h200-llama/advice").json()["path"] == str(folder / "h200-llama.json")
+    write_document(folder / "h200-llama.json", ADVICE)  # advise makes the folder
+    assert client.get("/pools/h200-llama/advice").json()["verdict"] == "little-gain"
+    assert client.get("/advice").status_code == 404  # default.json: not written yet
+
+
+def test_an_existing_directory_is_said_at_start_up(tmp_path: Path) -> None:
+    settings = TrainingSettings(model_dir=Path("/m"), advice_file=tmp_path)
+    assert settings.advice_path("h200") == tmp_path / "h200.json"
+    assert settings.startup_lines() == [
+        f"LATENCY_ADVICE_FILE={tmp_path}/{{pool}}.json "
+        f"(derived from LATENCY_ADVICE_FILE={tmp_path}, a directory)"
+    ]
+    # Empty is unset; a file path that is no directory keeps its meaning.
+    unset = TrainingSettings.model_validate({"model_dir": "/m", "advice_file": ""})
+    assert unset.advice_path() == Path("/m/advice.json")
+    plain = TrainingSettings(model_dir=Path("/m"), advice_file=tmp_path / "a.json")
+    assert plain.derived == () and plain.advice_path() == tmp_path / "a.json"
+
+
+def test_a_bad_template_stops_the_trainer_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from training_server.__main__ import main
+
+    monkeypatch.setenv("LATENCY_ADVICE_FILE", "/advice/{name}.json")
+    with pytest.raises(SystemExit) as stopped:
+        main([])
+    message = str(stopped.value)
+    assert message.startswith("invalid settings: ")
+    assert "LATENCY_ADVICE_FILE='/advice/{name}.json': the only placeholder is {pool}" in message
+
+
 @pytest.mark.parametrize(
     ("data", "reason"),
     [
