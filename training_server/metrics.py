@@ -96,6 +96,13 @@ class TrainingMetrics:
             ["target"],
             registry=r,
         )
+        self.live_shifts = Counter(
+            "latency_live_shifts",
+            "Shifts in the latency the live calibration found and followed (the factor set "
+            "from the newest rows alone)",
+            ["target"],
+            registry=r,
+        )
         self.live_coverage = Gauge(
             "latency_live_coverage",
             "Share of the newest 1,000 scored actuals at or below the p90 the EPP was served",

@@ -8,7 +8,8 @@ early retrains while the data is small) is asked half-way between batches, and a
 it calls for fits every row sent so far (the retrainer's own train_target on the same
 windows) and answers from the next batch (the prediction server loads it within a sync);
 the prior answers a target until then; and the live calibration factor moves after every
-batch (aci_step, as the leading trainer does once a second) and applies from the next
+batch (retrain.live_factor, as the leading trainer moves it once a second, rebased when a
+new model starts answering) and applies from the next
 batch. What it leaves out: retrain time, the retention and window caps, sync jitter. A
 trace takes seconds; use the online mode for the figures that count.
 """
@@ -31,7 +32,8 @@ from shared.schemas import PredictionRequest, TrainingEntry
 from shared.settings import Calibration, TrainingSettings
 from shared.targets import TARGETS, Target
 from training_server.retrain.fit import TargetFit
-from training_server.retrain.live_calibration import aci_step
+from training_server.retrain.live_calibration import REBASE_ROWS
+from training_server.retrain.live_factor import LiveFactor
 from training_server.retrain.schedule import RetrainSchedule
 from training_server.retrain.scoring import served_ms
 from training_server.retrain.target import train_target
@@ -122,14 +124,15 @@ class TargetReplay:
         self.retrains: list[dict[str, Any]] = []
         self.serving: RetrainerFit | None = None
         self.pending: list[tuple[int, RetrainerFit]] = []  # (first batch it answers, fit)
-        self.live = 0.0
+        q, step = settings.quantile_alpha, settings.calibration_step
+        self.live = LiveFactor(q, step)  # as the leading trainer moves it
 
     def batch(self, k: int, batch: np.ndarray, warmup: int) -> None:
         """Batch `k` (row positions `batch`): serve, score from `warmup` on, move the live
         factor, then retrain if the schedule calls for it."""
         data, q = self.data, self.settings.quantile_alpha
         while self.pending and self.pending[0][0] <= k:
-            self.serving = self.pending.pop(0)[1]
+            self._swap(self.pending.pop(0)[1], int(batch[0]))
         scored = batch[data.measured[batch]]
         trained, served = self._served(scored)
         start = int(batch[0])
@@ -142,8 +145,7 @@ class TargetReplay:
                 )
         adaptive = self.settings.calibration is Calibration.ADAPTIVE
         if adaptive and trained and len(scored):
-            step = self.settings.calibration_step
-            self.live = aci_step(self.live, data.actual[scored], served, q, step)
+            self.live.observe(data.actual[scored], served)
         if self.schedule.due(k, int(batch[-1]) + 1):
             self._retrain(k, int(batch[-1]) + 1)
 
@@ -152,9 +154,22 @@ class TargetReplay:
         trained = serving is not None and serving.fit.model is not None
         if serving is not None and trained:
             asked = _subset(self.data.ask, scored)
-            return trained, served_ms(serving.backend, serving.fit, asked) * math.exp(self.live)
+            live = math.exp(self.live.log_offset)
+            return trained, served_ms(serving.backend, serving.fit, asked) * live
         # what the prediction server answers before a model of this target
         return trained, prior_predict(self.target, _subset(self.data.ask, scored))
+
+    def _swap(self, fit: RetrainerFit, sent: int) -> None:
+        """Serve `fit` from now on; the live factor is rebased as the leading trainer does,
+        on the newest REBASE_ROWS training rows sent so far."""
+        old, self.serving = self.serving, fit
+        if old is None or old.fit.model is None or fit.fit.model is None:
+            return
+        data = self.data
+        mine = np.arange(sent)[data.measured[:sent]]
+        newest = _subset(data.train, mine[~data.held[mine]][-REBASE_ROWS:])
+        before = served_ms(old.backend, old.fit, newest)
+        self.live.rebase(before, served_ms(fit.backend, fit.fit, newest))
 
     def _retrain(self, k: int, sent: int) -> None:
         """The retrainer's fit on every row sent so far; it answers from batch k + lag."""
@@ -174,7 +189,7 @@ class TargetReplay:
                 "rows": len(train),
                 "choice": fit.choice,
                 "log_offset": fit.fit.log_offset,
-                "live": self.live,
+                "live": self.live.log_offset,
                 "candidates": fit.fit.candidates,
             }
         )

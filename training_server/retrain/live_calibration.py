@@ -1,14 +1,13 @@
-"""Live calibration (LiveCalibrator): adaptive conformal inference on the served predictions,
-run by the leading trainer, published in shared.live_calibration's file for every server.
+"""Live calibration (LiveCalibrator): the live factor on the served predictions, run by the
+leading trainer, published in shared.live_calibration's file for every server.
 
 It corrects, between bundles, what the bundle's own factor (retrain.cross_conformal) left:
 every prediction server multiplies its answers by both. Every training row may carry the p90
 the EPP acted on (`predicted_*_ms`). Once a second the leader reads the rows that arrived
-since its last step and moves one log-factor per target: up by step * q for every actual
-above its served p90, down by step * (1 - q) for every one at or below it. The factor stops
-moving exactly when misses run at 1 - q, and keeps the long-run share of misses there
-whatever the load does (Gibbs & Candes, 2021). The factor is published in
-<model_dir>/calibration.json (shared.live_calibration) for every prediction server.
+since its last step and moves one log-factor per target (retrain.live_factor: adaptive
+conformal steps, a shift followed within tens of rows, and a rebase when a new bundle is
+served, so the factor never counts a move the bundle already made). The factor is published
+in <model_dir>/calibration.json (shared.live_calibration) for every prediction server.
 Followers only read that file.
 
 Only targets the serving bundle has a trained model for are corrected: the cold-start prior
@@ -18,6 +17,7 @@ is a documented formula, and its misses say nothing about the next model.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -26,17 +26,18 @@ from datetime import UTC, datetime
 import numpy as np
 
 from shared.live_calibration import (
-    MAX_LIVE_LOG_OFFSET,
     LiveCalibration,
     LiveCalibrationReader,
     TargetLiveCalibration,
     remove_live_calibration,
     write_live_calibration,
 )
+from shared.predictor import LoadedBundle
 from shared.settings import Calibration, TrainingSettings
 from shared.slot import BundleSlot
 from shared.targets import TARGETS, Target
 from training_server.metrics import TrainingMetrics
+from training_server.retrain.live_factor import LiveFactor
 from training_server.store import SampleStore
 
 log = logging.getLogger(__name__)
@@ -45,16 +46,8 @@ log = logging.getLogger(__name__)
 MAX_ROWS_PER_STEP = 50_000
 # recent_coverage is the share of hits over this many newest scored rows per target.
 RECENT_ROWS = 1_000
-
-
-def aci_step(
-    log_offset: float, actual: np.ndarray, served: np.ndarray, quantile: float, step: float
-) -> float:
-    """The log-factor after scoring `served` against `actual` (one ACI update per row;
-    their order does not matter, only the count of misses)."""
-    misses = int(np.count_nonzero(actual > served))
-    moved = log_offset + step * (misses - (1.0 - quantile) * len(actual))
-    return float(min(MAX_LIVE_LOG_OFFSET, max(-MAX_LIVE_LOG_OFFSET, moved)))
+# A new bundle's answers are compared with the previous one's on this many newest rows.
+REBASE_ROWS = 200
 
 
 class LiveCalibrator:
@@ -78,6 +71,8 @@ class LiveCalibrator:
         self.reader = LiveCalibrationReader(settings.model_dir)
         self.state: LiveCalibration | None = None  # the leader's own, once it has led
         self._recent = {t: deque[bool](maxlen=RECENT_ROWS) for t in TARGETS}
+        self._factors: dict[Target, LiveFactor] = {}
+        self._corrected: LoadedBundle | None = None  # the bundle the factors correct
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -120,6 +115,13 @@ class LiveCalibrator:
             )
             write_live_calibration(self.settings.model_dir, published)
         self.state = published
+        self._factors = {
+            t: LiveFactor(
+                self.settings.quantile_alpha, self.settings.calibration_step, e.log_offset
+            )
+            for t, e in published.targets.items()
+        }
+        self._corrected = self.slot.published  # the file's factors were for what is served
         log.info(
             "live calibration from sample %d: %s",
             published.through_sample_id,
@@ -128,45 +130,73 @@ class LiveCalibrator:
         self._changed()
 
     def step(self) -> bool:
-        """One update from the rows since the last one, published (with the new watermark)
-        whenever rows arrived; True when some were scored."""
+        """One update from the rows since the last one and the bundle now served, published
+        (with the new watermark) whenever either changed; True when rows were scored."""
         assert self.state is not None
         rows = self.store.served_since(self.state.through_sample_id, limit=MAX_ROWS_PER_STEP)
-        if not len(rows.ids):
-            return False
         bundle = self.slot.published
+        rebased = self._rebase(bundle)
+        if not len(rows.ids) and not rebased:
+            return False
         targets = dict(self.state.targets)
         scored = False
         for target in TARGETS:
             actual, served = rows.scored(target)
+            entry, factor = targets[target], self._factors[target]
             if not len(actual) or bundle is None or not bundle.has_model(target):
+                targets[target] = entry.model_copy(update={"log_offset": factor.log_offset})
                 continue
-            entry = targets[target]
             self._recent[target].extend((actual <= served).tolist())
+            if factor.observe(actual, served):
+                log.info(
+                    "live calibration: %s shifted; factor now %.3f",
+                    target.value,
+                    math.exp(factor.log_offset),
+                )
+                self.metrics.live_shifts.labels(target.value).inc()
             targets[target] = TargetLiveCalibration(
-                log_offset=aci_step(
-                    entry.log_offset,
-                    actual,
-                    served,
-                    self.settings.quantile_alpha,
-                    self.settings.calibration_step,
-                ),
+                log_offset=factor.log_offset,
                 rows=entry.rows + len(actual),
                 recent_coverage=float(np.mean(self._recent[target])),
             )
             self.metrics.live_rows.labels(target.value).inc(len(actual))
             scored = True
+        newest = int(rows.ids[-1]) if len(rows.ids) else self.state.through_sample_id
         self.state = self.state.model_copy(
             update={
                 "updated_at": datetime.now(UTC),
-                "through_sample_id": int(rows.ids[-1]),
+                "through_sample_id": newest,
                 "targets": targets,
             }
         )
         write_live_calibration(self.settings.model_dir, self.state)
-        if scored:
+        if scored or rebased:
             self._changed()
         return scored
+
+    def _rebase(self, bundle: LoadedBundle | None) -> bool:
+        """When a new bundle is served, move each trained target's factor by how much the
+        new bundle's answers moved on the newest rows (retrain.live_factor); True when one
+        moved."""
+        old, self._corrected = self._corrected, bundle
+        if bundle is None or old is None or old.version == bundle.version:
+            return False
+        moved = False
+        for target in TARGETS:
+            if not (old.has_model(target) and bundle.has_model(target)):
+                continue
+            columns, actual = self.store.window(target, test=False, limit=REBASE_ROWS)
+            if not len(actual):
+                continue
+            # Both without their live factor: the factor is what is being rebased.
+            before = old.with_live({}).predict(columns)[target]
+            after = bundle.with_live({}).predict(columns)[target]
+            move = self._factors[target].rebase(before, after)
+            moved = moved or move != 0.0
+            log.info(
+                "live calibration: %s rebased by %.3f on %s", target.value, move, bundle.version
+            )
+        return moved
 
     def _changed(self) -> None:
         current = self.state or self.reader.current

@@ -1,6 +1,6 @@
-"""Live (adaptive conformal) calibration: the update by hand, its coverage on a sequence
-whose distribution shifts, and the leading trainer scoring stored rows and publishing the
-file that prediction servers follow."""
+"""Live calibration: the leading trainer scoring stored rows, following a shift and a new
+bundle, and publishing the file that prediction servers follow (the factor's own moves:
+test_live_factor)."""
 
 from __future__ import annotations
 
@@ -13,48 +13,12 @@ from fastapi.testclient import TestClient
 
 from devkit.synthetic import synthetic_rows
 from shared.live_calibration import (
-    MAX_LIVE_LOG_OFFSET,
     LiveCalibrationReader,
     read_live_calibration,
 )
 from shared.targets import Target
 from tests.apps import app_of
 from tests.training_server.conftest import OpenClient, ingest, train
-from training_server.retrain.live_calibration import aci_step
-
-
-def test_aci_step_by_hand() -> None:
-    actual = np.array([10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0])
-    served = np.full(10, 75.0)  # 3 misses (80, 90, 100), 7 hits
-    # 0.1 + 0.01 * (3 - 0.1 * 10) = 0.1 + 0.02
-    assert aci_step(0.1, actual, served, 0.9, 0.01) == pytest.approx(0.12)
-    # all hits: 0 + 0.01 * (0 - 1) = -0.01
-    assert aci_step(0.0, actual, np.full(10, 1000.0), 0.9, 0.01) == pytest.approx(-0.01)
-    # a miss costs q, a hit 1 - q: 9 hits and 1 miss leave the factor where it was
-    assert aci_step(0.3, actual, np.array([1000.0] * 9 + [1.0]), 0.9, 0.05) == pytest.approx(0.3)
-    assert aci_step(1.99, actual, np.zeros(10), 0.9, 0.5) == MAX_LIVE_LOG_OFFSET
-
-
-def test_coverage_holds_through_a_shift_in_the_distribution() -> None:
-    """A model that is right for a while, then 2x too low (load doubled): served through
-    the live factor, updated after each 25-row batch as in production, the share of
-    covered rows is ~0.9 in each half, where the model alone falls to ~0.4."""
-    rng = np.random.default_rng(0)
-    batches, per, q = 400, 25, 0.9
-    offset, hits, raw_hits = 0.0, [], []
-    for k in range(batches):
-        model_p90 = 100.0 * math.exp(1.2816 * 0.3)  # log-normal(log 100, 0.3): its p90
-        scale = 1.0 if k < batches // 2 else 2.0
-        actual = scale * 100.0 * np.exp(rng.normal(0.0, 0.3, per))
-        served = np.full(per, model_p90 * math.exp(offset))
-        hits.append(np.mean(actual <= served))
-        raw_hits.append(np.mean(actual <= model_p90))
-        offset = aci_step(offset, actual, served, q, 0.005)
-    first, second = np.mean(hits[: batches // 2]), np.mean(hits[batches // 2 :])
-    assert first == pytest.approx(0.9, abs=0.02)
-    assert second == pytest.approx(0.9, abs=0.03)
-    assert np.mean(raw_hits[batches // 2 :]) < 0.5
-    assert offset == pytest.approx(math.log(2.0), abs=0.15)  # it found the new level
 
 
 def rows_with_served(n: int, seed: int, factor: float) -> list[dict[str, Any]]:
@@ -87,7 +51,8 @@ def test_leader_raises_the_factor_on_misses_and_publishes_it(open_client: OpenCl
     for target, entry in published.targets.items():
         n = sum(1 for r in rows_with_served(200, 5, 0.5) if r[target.actual_field] > 0)
         assert entry.rows == n and entry.recent_coverage == 0.0
-        assert entry.log_offset == pytest.approx(min(MAX_LIVE_LOG_OFFSET, 0.01 * 0.9 * n))
+        # a shift: every actual at 2x its p90, so the factor is set to exactly 2x
+        assert entry.log_offset == pytest.approx(math.log(2.0))
     # the trainer's own predict route serves the corrected p90 at once
     after = client.post("/predict", json=_epp_row()).json()
     offset = published.targets[Target.TTFT].log_offset
@@ -95,6 +60,7 @@ def test_leader_raises_the_factor_on_misses_and_publishes_it(open_client: OpenCl
     metrics = client.get("/metrics").text
     assert 'latency_live_calibration_log_offset{target="ttft"}' in metrics
     assert 'latency_live_coverage{target="tpot"} 0.0' in metrics
+    assert 'latency_live_shifts_total{target="ttft"} 1.0' in metrics
     assert client.get("/calibration").json()["through_sample_id"] == published.through_sample_id
 
 
@@ -153,3 +119,41 @@ def test_reader_follows_replacements_and_keeps_the_last_good_file(
 def _epp_row() -> dict[str, Any]:
     row = {k: v for k, v in synthetic_rows(1, seed=11)[0].items() if not k.startswith("actual_")}
     return row
+
+
+def test_a_new_bundle_rebases_the_factor_so_the_served_p90_stays_put(
+    open_client: OpenClient,
+) -> None:
+    """After the factor followed a doubling, a retrain on rows at 3x the level moves the
+    bundle's own answers up: the factor comes down by the median ratio of the old bundle's
+    answers to the new one's on the newest rows (not below 1x), instead of counting the
+    move twice."""
+    client = open_client(calibration_step=0.01)
+    train(client)
+    tick(client)
+    ingest(client, rows_with_served(200, seed=5, factor=0.5))
+    tick(client)
+    state = app_of(client).state.pools.default
+    old = state.calibrator.slot.published
+    before = read_live_calibration(state.settings.model_dir)
+    assert old is not None and before is not None
+    higher = synthetic_rows(600, seed=12)
+    for row in higher:
+        for t in Target:
+            row[t.actual_field] *= 3.0
+    ingest(client, higher)
+    assert client.post("/retrain").json()["outcome"] == "ok"
+    new = state.calibrator.slot.published
+    assert new is not None and new.version != old.version
+    tick(client)  # no new rows: only the rebase
+    after = read_live_calibration(state.settings.model_dir)
+    assert after is not None
+    for target in Target:
+        columns, _ = state.store.window(target, test=False, limit=200)
+        ratio = (
+            old.with_live({}).predict(columns)[target] / new.with_live({}).predict(columns)[target]
+        )
+        move = float(np.median(np.log(ratio)))
+        assert move < 0  # the new bundle answers higher: the factor gives that back
+        expected = max(0.0, before.targets[target].log_offset + move)
+        assert after.targets[target].log_offset == pytest.approx(expected, abs=1e-9)

@@ -1,0 +1,150 @@
+"""The live factor's three moves (training_server.retrain.live_factor): the adaptive
+conformal step by hand, a shift followed from the newest rows alone (and none found in a
+steady state), and the rebase that keeps what is served continuous across a new bundle."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from shared.live_calibration import MAX_LIVE_LOG_OFFSET
+from training_server.retrain.live_factor import (
+    LiveFactor,
+    aci_step,
+    binomial_tails,
+    conformal_log_offset,
+    shift_length,
+)
+
+Q, STEP, PER = 0.9, 0.005, 12  # ~12 rows of a target a second at the EPP's 25 rows/s
+SIGMA = 0.3  # log-normal spread of the actuals around the model
+
+
+def test_aci_step_by_hand() -> None:
+    actual = np.array([10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0])
+    served = np.full(10, 75.0)  # 3 misses (80, 90, 100), 7 hits
+    # 0.1 + 0.01 * (3 - 0.1 * 10) = 0.1 + 0.02
+    assert aci_step(0.1, actual, served, 0.9, 0.01) == pytest.approx(0.12)
+    # all hits: 0 + 0.01 * (0 - 1) = -0.01
+    assert aci_step(0.0, actual, np.full(10, 1000.0), 0.9, 0.01) == pytest.approx(-0.01)
+    # a miss costs q, a hit 1 - q: 9 hits and 1 miss leave the factor where it was
+    assert aci_step(0.3, actual, np.array([1000.0] * 9 + [1.0]), 0.9, 0.05) == pytest.approx(0.3)
+    assert aci_step(1.99, actual, np.zeros(10), 0.9, 0.5) == MAX_LIVE_LOG_OFFSET
+
+
+def test_conformal_log_offset_by_hand() -> None:
+    scores = np.arange(1.0, 21.0) / 10  # 0.1 .. 2.0 (clamped at 2.0)
+    # rank ceil(21 * 0.9) = 19 of 20
+    assert conformal_log_offset(scores, 0.9) == pytest.approx(1.9)
+    assert conformal_log_offset(np.array([0.5]), 0.9) == pytest.approx(0.5)
+    assert conformal_log_offset(np.array([9.0, 9.0]), 0.9) == MAX_LIVE_LOG_OFFSET
+
+
+def test_a_shift_is_found_only_where_the_misses_say_so() -> None:
+    steady = np.log(np.random.default_rng(1).lognormal(0.0, SIGMA, 320))
+    offset = conformal_log_offset(steady, Q)
+    assert shift_length(steady, offset, Q) == 0
+    doubled = np.concatenate([steady, steady[:30] + math.log(2.0)])
+    assert shift_length(doubled, offset, Q) >= 20
+    halved = np.concatenate([steady, steady[:160] - math.log(2.0)])
+    assert shift_length(halved, offset, Q) >= 150  # no misses for that long: too few
+
+
+def replay(factor: LiveFactor, levels: list[float], seed: int) -> list[float]:
+    """Coverage per second of a model right at level 1, served through `factor`, while the
+    actuals' level is levels[k] in second k."""
+    rng = np.random.default_rng(seed)
+    model_p90 = math.exp(1.2816 * SIGMA)
+    coverage = []
+    for level in levels:
+        actual = level * rng.lognormal(0.0, SIGMA, PER)
+        served = np.full(PER, model_p90 * math.exp(factor.log_offset))
+        coverage.append(float(np.mean(actual <= served)))
+        factor.observe(actual, served)
+    return coverage
+
+
+@pytest.mark.parametrize(("scale", "within_s"), [(2.0, 3), (0.5, 14), (1.5, 6)])
+def test_a_shift_is_followed_within_seconds(scale: float, within_s: int) -> None:
+    """After 60 s at one level the actuals move by `scale`: the factor is at the new level
+    `within_s` seconds later, where the adaptive steps alone take a minute or more."""
+    factor = LiveFactor(Q, STEP)
+    replay(factor, [1.0] * 60, seed=2)
+    before = factor.shifts
+    replay(factor, [scale] * within_s, seed=3)
+    assert factor.shifts > before
+    assert factor.log_offset == pytest.approx(math.log(scale), abs=0.2)
+    later = replay(factor, [scale] * 60, seed=4)
+    assert np.mean(later) == pytest.approx(Q, abs=0.04)
+    # The adaptive steps alone, on the same actuals, are still far from the new level.
+    slow = replay_steps_only([1.0] * 60 + [scale] * within_s, seed=2)
+    assert abs(slow - math.log(scale)) > 0.25
+
+
+def replay_steps_only(levels: list[float], seed: int) -> float:
+    rng, offset = np.random.default_rng(seed), 0.0
+    for level in levels:
+        actual = level * rng.lognormal(0.0, SIGMA, PER)
+        served = np.full(PER, math.exp(1.2816 * SIGMA + offset))
+        offset = aci_step(offset, actual, served, Q, STEP)
+    return offset
+
+
+def test_a_steady_level_is_rarely_taken_for_a_shift() -> None:
+    """30 minutes at one level: coverage holds at q, and at most a few false alarms, each
+    only re-estimating the factor from rows at the same level."""
+    factor = LiveFactor(Q, STEP)
+    coverage = replay(factor, [1.0] * 1800, seed=5)
+    assert np.mean(coverage) == pytest.approx(Q, abs=0.015)
+    assert factor.shifts <= 3
+    assert abs(factor.log_offset) < 0.15
+
+
+def test_rebase_gives_back_what_the_new_bundle_does_itself() -> None:
+    """The factor corrected a bundle 1.65x too low; the new one answers 1.6x the old one (it
+    learnt the higher level): the factor drops by log 1.6, so old x factor before == new x
+    factor after. It never crosses 0 and never grows on a rebase."""
+    factor = LiveFactor(Q, STEP, log_offset=0.5)
+    rng = np.random.default_rng(6)
+    old = rng.uniform(10.0, 50.0, 200)
+    new = old * 1.6 * rng.lognormal(0.0, 0.05, 200)
+    move = factor.rebase(old, new)
+    assert move == pytest.approx(-math.log(1.6), abs=0.02)
+    assert factor.log_offset == pytest.approx(0.5 - math.log(1.6), abs=0.02)
+    served_before = np.median(old * math.exp(0.5))
+    served_after = np.median(new * math.exp(factor.log_offset))
+    assert served_after == pytest.approx(served_before, rel=0.03)
+    assert factor.rebase(np.zeros(3), np.ones(3)) == 0.0  # nothing comparable: unchanged
+    # A bundle 3x higher takes back all of a 1.65x correction and no more.
+    high = LiveFactor(Q, STEP, log_offset=0.5)
+    assert high.rebase(np.full(5, 10.0), np.full(5, 30.0)) == pytest.approx(-0.5)
+    assert high.log_offset == 0.0
+    # A bundle that moved the other way (its own calibration changed) leaves it alone.
+    assert LiveFactor(Q, STEP, log_offset=0.5).rebase(np.full(5, 10.0), np.full(5, 8.0)) == 0.0
+    assert LiveFactor(Q, STEP, log_offset=0.0).rebase(np.full(5, 10.0), np.full(5, 8.0)) == 0.0
+    # Below 0 (answers too high), a lower bundle brings it up toward 0.
+    low = LiveFactor(Q, STEP, log_offset=-0.4)
+    assert low.rebase(np.full(5, 10.0), np.full(5, 10.0 / math.exp(0.1))) == pytest.approx(0.1)
+
+
+def test_rebased_scores_are_judged_against_the_new_bundle() -> None:
+    """Scores kept from the old bundle move with it: rows that were covered stay covered
+    once the factor and the bundle both moved."""
+    factor = LiveFactor(Q, STEP)
+    replay(factor, [2.0] * 30, seed=7)  # a shift to 2x: the factor follows
+    assert factor.log_offset == pytest.approx(math.log(2.0), abs=0.2)
+    before = factor.log_offset
+    factor.rebase(np.full(10, 10.0), np.full(10, 20.0))  # the bundle learnt 2x itself
+    assert factor.log_offset == pytest.approx(max(0.0, before - math.log(2.0)), abs=1e-9)
+    later = replay(factor, [1.0] * 30, seed=8)  # the model (now 2x) x factor: right level
+    assert np.mean(later) == pytest.approx(Q, abs=0.08)
+
+
+def test_binomial_tails_by_hand() -> None:
+    at_least, at_most = binomial_tails(2, 3, 0.5)  # outcomes of 3 fair coins
+    assert at_least == pytest.approx(4 / 8) and at_most == pytest.approx(7 / 8)
+    assert binomial_tails(0, 20, 0.1)[1] == pytest.approx(0.9**20)
+    assert binomial_tails(20, 20, 0.1)[0] == pytest.approx(0.1**20)
+    assert binomial_tails(0, 320, 0.1)[0] == pytest.approx(1.0)

@@ -1,0 +1,147 @@
+"""LiveFactor: one target's live log-factor, the correction every server multiplies the
+bundle's answers by (shared.live_calibration), and how it moves.
+
+Three movements, each for a different kind of change:
+- steady state, adaptive conformal inference (aci_step): up by step * q for every actual
+  above its served p90, down by step * (1 - q) for every one at or below it, which keeps the
+  long-run share of misses at 1 - q (Gibbs & Candes, 2021). It moves slowly on purpose: one
+  row moves it by at most `step`.
+- a shift (`observe`): the latency changed in a way neither the model nor the slow steps
+  follow (a noisy neighbour, a throttled GPU, a new engine version). The newest rows, scored
+  against the factor in force now, miss far more or far less often than 1 - q: a binomial
+  tail below SHIFT_ALPHA over one of the newest SHIFT_LENGTHS rows. The factor is then set
+  to the conformal quantile of those rows alone (and of every row since, for the next
+  SETTLE_ROWS), and older rows are forgotten: a doubling is followed within ~20 rows, a
+  halving within ~150, where the steps take ~150 and ~1,400.
+- a new bundle (`rebase`): the factor corrected the previous bundle. A retrain on rows of
+  the new level moves the bundle's answers itself, and the factor on top of it would count
+  the move twice (after a doubling: 4x for a minute). So the factor gives back as much of
+  its correction as the new bundle's answers moved the same way on the newest rows (the
+  median log-ratio of the old bundle's answers to the new one's).
+
+Scores are kept as log(actual / the bundle's answer): the factor that would have just
+covered each row, whatever factor was served then.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import numpy as np
+
+from shared.live_calibration import MAX_LIVE_LOG_OFFSET
+
+# Scores kept per target: the longest window a shift is looked for in.
+RECENT_SCORES = 400
+# Windows of the newest rows tested for a shift (a short one sees a jump first, a long
+# one a moderate drift), and the binomial tail below which their misses say "shift".
+# 8 tests a step: in a steady state a false alarm at most every ~100,000 steps (a day at
+# one a second), and one only re-estimates the factor from rows at the same level. Chosen
+# on the sharegpt replay without drift (1e-4 took load ramps for shifts: TPOT 1.11x naive
+# in a run instead of 1.00x; 1e-8 changed nothing more) and checked on chatbot.
+SHIFT_LENGTHS = (20, 30, 45, 70, 100, 150, 220, 320)
+SHIFT_ALPHA = 1e-6
+# After a shift the factor is the conformal quantile of every row since, until this many
+# have arrived (a quantile of 20 rows is rough), then the adaptive steps take over.
+SETTLE_ROWS = 200
+
+
+def clamp(log_offset: float) -> float:
+    return float(min(MAX_LIVE_LOG_OFFSET, max(-MAX_LIVE_LOG_OFFSET, log_offset)))
+
+
+def aci_step(
+    log_offset: float, actual: np.ndarray, served: np.ndarray, quantile: float, step: float
+) -> float:
+    """The log-factor after scoring `served` against `actual` (one ACI update per row;
+    their order does not matter, only the count of misses)."""
+    misses = int(np.count_nonzero(actual > served))
+    return clamp(log_offset + step * (misses - (1.0 - quantile) * len(actual)))
+
+
+def conformal_log_offset(scores: np.ndarray, quantile: float) -> float:
+    """The smallest factor covering a `quantile` share of `scores` with the finite-sample
+    correction (rank ceil((n + 1) q) of n)."""
+    ordered = np.sort(scores)
+    rank = min(len(ordered), math.ceil((len(ordered) + 1) * quantile))
+    return clamp(float(ordered[rank - 1]))
+
+
+def binomial_tails(k: int, n: int, p: float) -> tuple[float, float]:
+    """(P(X >= k), P(X <= k)) for X ~ Binomial(n, p): exact sums (n is at most a few
+    hundred here, so the terms stay within a float's range)."""
+    terms = [math.comb(n, i) * p**i * (1.0 - p) ** (n - i) for i in range(n + 1)]
+    return math.fsum(terms[k:]), math.fsum(terms[: k + 1])
+
+
+def shift_length(scores: np.ndarray, log_offset: float, quantile: float) -> int:
+    """How many of the newest `scores` (oldest first) to take as the new level: the
+    shortest of SHIFT_LENGTHS whose misses under `log_offset` are too many or too few for
+    the quantile (a longer one would mix in rows from before the shift), 0 when none is."""
+    for n in SHIFT_LENGTHS:
+        if n > len(scores):
+            break
+        misses = int(np.count_nonzero(scores[-n:] > log_offset))
+        at_least, at_most = binomial_tails(misses, n, 1.0 - quantile)
+        if min(at_least, at_most) < SHIFT_ALPHA:
+            return n
+    return 0
+
+
+class LiveFactor:
+    """One target's live log-factor: `observe` the served answers as actuals arrive,
+    `rebase` when a new bundle is served. `shifts` counts the shifts followed."""
+
+    def __init__(self, quantile: float, step: float, log_offset: float = 0.0):
+        self.quantile, self.step = quantile, step
+        self.log_offset = log_offset
+        self.shifts = 0
+        self._scores: deque[float] = deque(maxlen=RECENT_SCORES)
+        # Rows since the last shift: a new one needs as many new rows as the shortest test.
+        self._since_shift = SHIFT_LENGTHS[0]
+        self._settling = False  # the factor is re-estimated from the rows since the shift
+
+    def observe(self, actual: np.ndarray, served: np.ndarray) -> bool:
+        """Score answers served with the factor now in force against their actuals and
+        move the factor; True when a shift was found (and followed)."""
+        keep = (actual > 0) & (served > 0)
+        actual, served = actual[keep], served[keep]
+        if not len(actual):
+            return False
+        self._scores.extend((np.log(actual / served) + self.log_offset).tolist())
+        self._since_shift += len(actual)
+        scores = np.fromiter(self._scores, dtype=np.float64)
+        # Tested against the factor these rows were served with, before it moves on them.
+        n = 0
+        if self._since_shift >= SHIFT_LENGTHS[0]:
+            n = shift_length(scores, self.log_offset, self.quantile)
+        if n:
+            self._scores = deque(scores[-n:].tolist(), maxlen=RECENT_SCORES)  # older: before
+            self._since_shift, self._settling = n, True
+            self.shifts += 1
+        if self._settling:
+            self.log_offset = conformal_log_offset(scores[-self._since_shift :], self.quantile)
+            self._settling = self._since_shift < SETTLE_ROWS
+        else:
+            self.log_offset = aci_step(self.log_offset, actual, served, self.quantile, self.step)
+        return n > 0
+
+    def rebase(self, old_ms: np.ndarray, new_ms: np.ndarray) -> float:
+        """A new bundle replaces the one the factor corrected: `old_ms` and `new_ms` are their
+        answers (without the live factor) to the same newest rows. The kept scores move by
+        the median log-ratio; the factor gives back only the part of its correction the new
+        bundle now makes itself (toward 0, never past it: a full move would also carry
+        every retrain's own calibration change into the factor, a random walk the slow
+        steps never undo). Returns the factor's move."""
+        keep = (old_ms > 0) & (new_ms > 0)
+        if not keep.any():
+            return 0.0
+        move = float(np.median(np.log(old_ms[keep] / new_ms[keep])))
+        before = self.log_offset
+        if before > 0 > move:
+            self.log_offset = max(0.0, before + move)
+        elif before < 0 < move:
+            self.log_offset = min(0.0, before + move)
+        self._scores = deque((s + move for s in self._scores), maxlen=RECENT_SCORES)
+        return self.log_offset - before
