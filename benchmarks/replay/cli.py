@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from benchmarks.common import git_state, say
+from benchmarks.replay.drift import repeated_with_drift
 from benchmarks.replay.inprocess import run_inprocess
 from benchmarks.replay.offline import run_offline
 from benchmarks.replay.online import run_online
@@ -45,6 +46,15 @@ def _add_protocol_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=10.0,
         help="LATENCY_RETRAINING_INTERVAL_SEC of the servers (default 10, production's)",
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="replay each trace this many times over (1)"
+    )
+    parser.add_argument(
+        "--drift",
+        type=float,
+        metavar="FACTOR",
+        help="from the halfway row on, every actual times FACTOR (features unchanged)",
     )
     parser.add_argument("--warmup-batches", type=int, default=2)
     parser.add_argument("--windows", type=int, default=4)
@@ -95,7 +105,9 @@ def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         args.mode != "online" or not args.trace or len(args.trace) != 1 or args.seeds != 1
     ):
         parser.error("running servers: online mode, exactly one --trace and one run")
-    for name in ("rows_per_batch", "windows", "seeds"):
+    if args.drift is not None and (args.drift <= 0 or args.mode.startswith("offline")):
+        parser.error("--drift: a positive factor, in the online or inprocess mode")
+    for name in ("rows_per_batch", "windows", "seeds", "repeat"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.speedup <= 0 or args.batch_seconds <= 0 or args.retrain_interval <= 0:
@@ -173,7 +185,12 @@ def main(argv: list[str] | None = None, description: str = "") -> None:
     args = parse_args(argv, description)
     settings = settings_of(args)
     results = []
-    for name, rows in (load_rows(spec) for spec in (args.trace or DEFAULT_TRACES)):
+    for name, trace in (load_rows(spec) for spec in (args.trace or DEFAULT_TRACES)):
+        rows, args.shift_row = repeated_with_drift(trace, args.repeat, args.drift)
+        if args.repeat > 1 or args.drift is not None:
+            name += f" x{args.repeat}" + (
+                f", actuals x{args.drift:g} from row {args.shift_row}" if args.drift else ""
+            )
         results += run_trace(name, rows, args, settings)
     if args.json:
         print_json(results, args, settings)

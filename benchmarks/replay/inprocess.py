@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.replay.metrics import TargetRecords, summarize_online
+from benchmarks.replay.drift import recent_p90, target_summary
+from benchmarks.replay.metrics import TargetRecords
 from benchmarks.trace_files import prediction_rows
 from shared.backends import Backend, backend_for
 from shared.features import Columns, columns_from_dicts
@@ -139,9 +140,10 @@ class TargetReplay:
         seen = data.actual[:start][data.measured[:start]]
         if k >= warmup and len(seen):
             naive = float(np.quantile(seen, q))
+            recent = recent_p90(seen.tolist(), q) or naive
             for i, row in enumerate(scored):
                 self.records.add(
-                    int(row), float(data.actual[row]), float(served[i]), naive, trained
+                    int(row), float(data.actual[row]), float(served[i]), naive, trained, recent
                 )
         adaptive = self.settings.calibration is Calibration.ADAPTIVE
         if adaptive and trained and len(scored):
@@ -199,20 +201,17 @@ def replay_target(
     rows: list[dict[str, Any]],
     target: Target,
     settings: TrainingSettings,
+    args: Any,
     *,
-    per: int,
     retrain_every: int,
-    warmup: int,
-    windows: int,
-    seed: int,
 ) -> dict[str, Any]:
-    n = len(rows)
+    n, per = len(rows), args.rows_per_batch
     replay = TargetReplay(
-        trace_columns(rows, target, settings, seed), target, settings, retrain_every
+        trace_columns(rows, target, settings, args.seed), target, settings, retrain_every
     )
     for k, start in enumerate(range(0, n, per)):
-        replay.batch(k, np.arange(start, min(start + per, n)), warmup)
-    summary = summarize_online(replay.records, n, windows, settings.quantile_alpha)
+        replay.batch(k, np.arange(start, min(start + per, n)), args.warmup_batches)
+    summary = target_summary(replay.records, n, args, settings.quantile_alpha)
     summary["retrains"] = replay.retrains
     summary["model_choices"] = _counts(r["choice"] for r in replay.retrains)
     return summary
@@ -242,16 +241,6 @@ def run_inprocess(
         "seed": args.seed,
         "batches": math.ceil(len(rows) / args.rows_per_batch),
         "targets": {
-            t.value: replay_target(
-                rows,
-                t,
-                settings,
-                per=args.rows_per_batch,
-                retrain_every=every,
-                warmup=args.warmup_batches,
-                windows=args.windows,
-                seed=args.seed,
-            )
-            for t in TARGETS
+            t.value: replay_target(rows, t, settings, args, retrain_every=every) for t in TARGETS
         },
     }

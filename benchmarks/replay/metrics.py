@@ -51,13 +51,17 @@ class TargetRecords:
     model: list[float] = field(default_factory=list)
     naive: list[float] = field(default_factory=list)
     trained: list[bool] = field(default_factory=list)  # a trained model (not the prior) answered
+    naive_recent: list[float] = field(default_factory=list)  # p90 of the last 500 actuals
 
-    def add(self, index: int, actual: float, model: float, naive: float, trained: bool) -> None:
+    def add(
+        self, index: int, actual: float, model: float, naive: float, trained: bool, recent: float
+    ) -> None:
         self.index.append(index)
         self.actual.append(actual)
         self.model.append(model)
         self.naive.append(naive)
         self.trained.append(trained)
+        self.naive_recent.append(recent)
 
 
 def summarize_online(

@@ -21,7 +21,8 @@ import httpx
 import numpy as np
 
 from benchmarks.common import Progress
-from benchmarks.replay.metrics import TargetRecords, summarize_online
+from benchmarks.replay.drift import recent_p90, target_summary
+from benchmarks.replay.metrics import TargetRecords
 from benchmarks.replay.rows import measures
 from benchmarks.replay.servers import ServerPair, check_local, server_env
 from benchmarks.trace_files import prediction_rows
@@ -110,6 +111,7 @@ class OnlineRun:
             t: (float(np.quantile(self.seen[t], self.quantile)) if self.seen[t] else None)
             for t in TARGETS
         }
+        recent = {t: recent_p90(self.seen[t], self.quantile) for t in TARGETS}
         reply = client.post(
             f"{self.prediction_url}/predict/bulk/strict", json={"requests": prediction_rows(batch)}
         )
@@ -135,6 +137,7 @@ class OnlineRun:
                     float(pred[f"{t.value}_ms"]),
                     naive_p90,
                     trained[t],
+                    recent[t] or naive_p90,
                 )
         entries = [
             {**row, "predicted_ttft_ms": p["ttft_ms"], "predicted_tpot_ms": p["tpot_ms"]}
@@ -190,7 +193,7 @@ class OnlineRun:
             "retrain_seconds_mean": (float(np.mean([r["duration_s"] for r in ok])) if ok else None),
             "model_choices": choices_of(ok),
             "targets": {
-                t.value: summarize_online(self.records[t], self.sent, args.windows, self.quantile)
+                t.value: target_summary(self.records[t], self.sent, args, self.quantile)
                 for t in TARGETS
             },
         }

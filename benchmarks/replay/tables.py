@@ -109,6 +109,35 @@ def print_online(result: dict[str, Any], args: argparse.Namespace) -> None:
     for target, summary in result["targets"].items():
         for line in online_table(target, summary):
             say(line)
+    for target, summary in result["targets"].items():
+        for line in recent_lines(target, summary):
+            say(line)
+
+
+def recent_lines(target: str, summary: dict[str, Any]) -> list[str]:
+    """Against the naive p90 of the last 500 actuals; after the shift when there is one."""
+    recent = summary.get("vs_naive_recent")
+    if recent is None:
+        return []
+    windows = " ".join(_fmt(r) for r in recent["windows"])
+    lines = [f"{target} vs naive last-500 p90: ratio {_fmt(recent['overall'])}, windows {windows}"]
+    drift = summary.get("drift")
+    if drift is not None:
+        span = drift["span"]
+        cover = " ".join(f"{w['coverage']:.2f}" for w in drift["windows"])
+        naive = " ".join(f"{w['naive_recent_coverage']:.2f}" for w in drift["windows"])
+        lines += [
+            f"{target} after the shift at {drift['shift_s']:g} s, coverage per 10 s: {cover}",
+            f"{target}   naive last-500 p90 coverage per 10 s:       {naive}",
+            f"{target}   first {drift['span_s']:g} s: coverage {span['coverage']:.3f} "
+            f"(naive {span['naive_recent_coverage']:.3f}), pinball ratio "
+            f"{_fmt(span['pinball_ratio'])}",
+        ]
+    return lines
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def _online_heading(result: dict[str, Any], args: argparse.Namespace) -> None:
