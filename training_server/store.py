@@ -61,13 +61,31 @@ def _plain_rows(conn: Connection, stmt: Any) -> list[tuple[Any, ...]]:
     return rows
 
 
+def _feature_columns(rows: Sequence[tuple[Any, ...]], start: int) -> Columns:
+    """The feature columns of rows read as NUMERIC_FIELDS then LABEL_FIELDS from position
+    `start` on; `pod_class` also as stored (an object array: the per-class figures of a
+    retrain name classes, which codes cannot)."""
+    width = len(NUMERIC_FIELDS)
+    numeric = np.array([r[start : start + width] for r in rows], dtype=np.float64)
+    numeric = numeric.reshape(len(rows), width)
+    columns: Columns = {name: numeric[:, i] for i, name in enumerate(NUMERIC_FIELDS)}
+    for i, name in enumerate(LABEL_FIELDS):
+        values = [r[start + width + i] for r in rows]
+        columns[code_column(name)] = label_codes(LABEL_CODES[name], values)
+        if name == "pod_class":
+            columns["pod_class"] = np.array(values, dtype=object)
+    return columns
+
+
 @dataclass(frozen=True)
 class ServedRows:
-    """Stored rows as (actual, served prediction) pairs; NaN marks a missing prediction."""
+    """Stored rows as (actual, served prediction) pairs; NaN marks a missing prediction.
+    `columns` are their features, to ask a model what it answers for them now."""
 
     ids: np.ndarray
     actual: dict[Target, np.ndarray]
     predicted: dict[Target, np.ndarray]
+    columns: Columns
 
     def scored(
         self, target: Target, among: np.ndarray | None = None
@@ -212,7 +230,7 @@ class SampleStore:
         cols = [samples.c[name] for name in NUMERIC_FIELDS]
         labels = [samples.c[name] for name in LABEL_FIELDS]
         stmt = (
-            self._samples(*cols, samples.c[target.actual_field], *labels)
+            self._samples(samples.c[target.actual_field], *cols, *labels)
             .where(
                 samples.c.is_test == test,
                 samples.c.measures.in_(_measures_values(target)),
@@ -222,34 +240,31 @@ class SampleStore:
         )
         with self.engine.connect() as conn:
             rows = _plain_rows(conn, stmt)[::-1]
-        width = len(NUMERIC_FIELDS) + 1  # the features' numbers, then the actual
-        numeric = np.array([r[:width] for r in rows], dtype=np.float64).reshape(len(rows), width)
-        columns: Columns = {name: numeric[:, i] for i, name in enumerate(NUMERIC_FIELDS)}
-        for i, name in enumerate(LABEL_FIELDS):
-            values = [r[width + i] for r in rows]
-            columns[code_column(name)] = label_codes(LABEL_CODES[name], values)
-            if name == "pod_class":
-                columns["pod_class"] = np.array(values, dtype=object)
-        return columns, numeric[:, len(NUMERIC_FIELDS)]
+        actual = np.array([r[0] for r in rows], dtype=np.float64)
+        return _feature_columns(rows, 1), actual
 
     def served_since(self, after_id: int, *, limit: int) -> ServedRows:
         """Up to `limit` rows with id > after_id, oldest first: for each target the actual
-        and the prediction the EPP acted on (NaN where it sent none). Read by primary key."""
+        and the prediction the EPP acted on (NaN where it sent none), and the features.
+        Read by primary key."""
         c = samples.c
-        columns = [
+        numbers = [
             c.id,
             *(c[t.actual_field] for t in TARGETS),
             *(c[t.predicted_field] for t in TARGETS),
         ]
-        stmt = self._samples(*columns).where(c.id > after_id).order_by(c.id).limit(limit)
+        features = [*(c[name] for name in NUMERIC_FIELDS), *(c[name] for name in LABEL_FIELDS)]
+        stmt = self._samples(*numbers, *features).where(c.id > after_id).order_by(c.id).limit(limit)
         with self.engine.connect() as conn:
             rows = _plain_rows(conn, stmt)
-        table = np.array(rows, dtype=np.float64).reshape(len(rows), 1 + 2 * len(TARGETS))
+        width = len(numbers)
+        table = np.array([r[:width] for r in rows], dtype=np.float64).reshape(len(rows), width)
         n = len(TARGETS)
         return ServedRows(
             ids=table[:, 0].astype(np.int64),
             actual={t: table[:, 1 + i] for i, t in enumerate(TARGETS)},
             predicted={t: table[:, 1 + n + i] for i, t in enumerate(TARGETS)},
+            columns=_feature_columns(rows, width),
         )
 
     # retention --------------------------------------------------------------------------

@@ -2,13 +2,17 @@
 leading trainer, published in shared.live_calibration's file for every server.
 
 It corrects, between bundles, what the bundle's own factor (retrain.cross_conformal) left:
-every prediction server multiplies its answers by both. Every training row may carry the p90
-the EPP acted on (`predicted_*_ms`). Once a second the leader reads the rows that arrived
-since its last step and moves one log-factor per target (retrain.live_factor: adaptive
-conformal steps, a shift followed within tens of rows, and a rebase when a new bundle is
-served, so the factor never counts a move the bundle already made). The factor is published
-in <model_dir>/calibration.json (shared.live_calibration) for every prediction server.
-Followers only read that file.
+every prediction server multiplies its answers by both. Once a second the leader reads the
+rows that arrived since its last step, asks the bundle served what it answers for them now
+(times the factor), and moves one log-factor per target against the misses
+(retrain.live_factor: adaptive conformal steps, a shift followed within tens of rows, and a
+rebase when a new bundle is served, so the factor never counts a move the bundle already
+made). The rows are newer than the bundle's training rows, so these are out-of-sample
+answers; scoring the p90 each row was served instead (`predicted_*_ms`) would score rows
+predicted by the previous bundle, or the prior, against this one's factor for as long as
+its requests take. The served p90s still give `recent_coverage`, what the EPP saw. The
+factor is published in <model_dir>/calibration.json (shared.live_calibration) for every
+prediction server. Followers only read that file.
 
 Only targets the serving bundle has a trained model for are corrected: the cold-start prior
 is a documented formula, and its misses say nothing about the next model.
@@ -140,13 +144,20 @@ class LiveCalibrator:
             return False
         targets = dict(self.state.targets)
         scored = False
+        # What the bundle answers for these rows now, without the live factor: the factor is
+        # scored on the model it corrects, whichever model or factor served each row (rows
+        # keep arriving for seconds after a new bundle, predicted by the one before it).
+        answers = bundle.with_live({}).predict(rows.columns) if bundle and len(rows.ids) else {}
         for target in TARGETS:
-            actual, served = rows.scored(target)
             entry, factor = targets[target], self._factors[target]
-            if not len(actual) or bundle is None or not bundle.has_model(target):
+            measured = rows.actual[target] > 0
+            if not measured.any() or bundle is None or not bundle.has_model(target):
                 targets[target] = entry.model_copy(update={"log_offset": factor.log_offset})
                 continue
-            self._recent[target].extend((actual <= served).tolist())
+            actual = rows.actual[target][measured]
+            served = answers[target][measured] * math.exp(factor.log_offset)
+            epp_actual, epp_served = rows.scored(target)  # what the EPP was served
+            self._recent[target].extend((epp_actual <= epp_served).tolist())
             if factor.observe(actual, served):
                 log.info(
                     "live calibration: %s shifted; factor now %.3f",
@@ -154,10 +165,11 @@ class LiveCalibrator:
                     math.exp(factor.log_offset),
                 )
                 self.metrics.live_shifts.labels(target.value).inc()
+            recent = self._recent[target]
             targets[target] = TargetLiveCalibration(
                 log_offset=factor.log_offset,
                 rows=entry.rows + len(actual),
-                recent_coverage=float(np.mean(self._recent[target])),
+                recent_coverage=float(np.mean(recent)) if recent else None,
             )
             self.metrics.live_rows.labels(target.value).inc(len(actual))
             scored = True

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from devkit.synthetic import synthetic_rows
 from shared.live_calibration import (
+    LiveCalibration,
     LiveCalibrationReader,
     read_live_calibration,
 )
@@ -21,39 +22,45 @@ from tests.apps import app_of
 from tests.training_server.conftest import OpenClient, ingest, train
 
 
-def rows_with_served(n: int, seed: int, factor: float) -> list[dict[str, Any]]:
-    """Synthetic rows carrying a served p90 of `factor` x their actual (< 1: all missed)."""
+def slower_rows(n: int, seed: int, scale: float, served: bool = True) -> list[dict[str, Any]]:
+    """Synthetic rows whose actuals are `scale` x the level the bundle learnt (the pods
+    slowed down), carrying the p90 the EPP was served, half the actual (all missed)."""
     rows = synthetic_rows(n, seed=seed)
     for row in rows:
         for t in Target:
-            actual = row[t.actual_field]
-            row[t.predicted_field] = actual * factor if actual > 0 else 123.0
+            row[t.actual_field] *= scale
+            if served:
+                row[t.predicted_field] = row[t.actual_field] * 0.5 or 123.0
     return rows
+
+
+def published_of(client: TestClient) -> LiveCalibration:
+    published = read_live_calibration(app_of(client).state.settings.model_dir)
+    assert published is not None
+    return published
 
 
 def tick(client: TestClient) -> None:
     app_of(client).state.pools.default.calibrator.tick()
 
 
-def test_leader_raises_the_factor_on_misses_and_publishes_it(open_client: OpenClient) -> None:
+def test_the_factor_follows_slower_pods_and_is_published(open_client: OpenClient) -> None:
+    """Rows 4x slower than the bundle learnt: the leader scores what the bundle answers for
+    them now, finds the shift, sets the factor to about 4x, publishes it, and the trainer's
+    own predict route serves it at once; the EPP's served p90s give recent_coverage."""
     client = open_client(calibration_step=0.01)
     train(client)  # a trained bundle: both targets get corrected
     tick(client)  # the first tick resumes at the newest row: history is not re-scored
-    published = read_live_calibration(app_of(client).state.settings.model_dir)
-    assert published is not None
-    assert all(e.log_offset == 0.0 for e in published.targets.values())
+    assert all(e.log_offset == 0.0 for e in published_of(client).targets.values())
     before = client.post("/predict", json=_epp_row()).json()
 
-    ingest(client, rows_with_served(200, seed=5, factor=0.5))  # every served p90 missed
+    ingest(client, slower_rows(200, seed=5, scale=4.0))
     tick(client)
-    published = read_live_calibration(app_of(client).state.settings.model_dir)
-    assert published is not None
+    published = published_of(client)
     for target, entry in published.targets.items():
-        n = sum(1 for r in rows_with_served(200, 5, 0.5) if r[target.actual_field] > 0)
-        assert entry.rows == n and entry.recent_coverage == 0.0
-        # a shift: every actual at 2x its p90, so the factor is set to exactly 2x
-        assert entry.log_offset == pytest.approx(math.log(2.0))
-    # the trainer's own predict route serves the corrected p90 at once
+        n = sum(1 for r in slower_rows(200, 5, 4.0) if r[target.actual_field] > 0)
+        assert entry.rows == n and entry.recent_coverage == 0.0  # the EPP's p90s: all missed
+        assert entry.log_offset == pytest.approx(math.log(4.0), abs=0.5)
     after = client.post("/predict", json=_epp_row()).json()
     offset = published.targets[Target.TTFT].log_offset
     assert after["ttft_ms"] == pytest.approx(before["ttft_ms"] * math.exp(offset), rel=1e-6)
@@ -64,22 +71,27 @@ def test_leader_raises_the_factor_on_misses_and_publishes_it(open_client: OpenCl
     assert client.get("/calibration").json()["through_sample_id"] == published.through_sample_id
 
 
-def test_rows_without_a_served_prediction_or_model_are_not_scored(
+def test_rows_are_scored_against_a_trained_model_with_or_without_a_served_p90(
     open_client: OpenClient,
 ) -> None:
+    """The prior is never corrected; once a model is served, rows from an EPP that sends no
+    `predicted_*_ms` (llm-d's) still move the factor, and leave recent_coverage unset."""
     client = open_client()
     assert client.post("/retrain").json()["outcome"] == "skipped"  # leads, nothing to fit
     tick(client)  # nothing trained yet: the prior is never corrected
-    ingest(client, rows_with_served(100, seed=6, factor=0.5))
+    ingest(client, slower_rows(100, seed=6, scale=4.0))
     tick(client)
-    published = read_live_calibration(app_of(client).state.settings.model_dir)
-    assert published is not None and published.through_sample_id > 0
+    published = published_of(client)
+    assert published.through_sample_id > 0
     assert all(e.rows == 0 and e.log_offset == 0.0 for e in published.targets.values())
-    train(client, seed=7)  # rows without predicted_* fields: nothing to score either
+    train(client, seed=7)
+    tick(client)  # resumes past the rows the bundle was trained on
+    ingest(client, slower_rows(200, seed=8, scale=4.0, served=False))
     tick(client)
-    published = read_live_calibration(app_of(client).state.settings.model_dir)
-    assert published is not None
-    assert all(e.rows == 0 for e in published.targets.values())
+    for entry in published_of(client).targets.values():
+        assert entry.rows > 0 and entry.recent_coverage is None
+        # up by well over the steps' 0.01 a row: the bundle also learnt the 100 slow rows
+        assert entry.log_offset > math.log(1.5)
 
 
 def test_off_removes_a_stale_file_and_never_publishes(open_client: OpenClient) -> None:
@@ -91,7 +103,7 @@ def test_off_removes_a_stale_file_and_never_publishes(open_client: OpenClient) -
     off = open_client(name="b", model_dir=model_dir, calibration="split")
     app_of(off).state.pools.default.calibrator.start()
     assert read_live_calibration(model_dir) is None
-    ingest(off, rows_with_served(100, seed=8, factor=0.5))
+    ingest(off, slower_rows(100, seed=8, scale=4.0))
     tick(off)
     assert read_live_calibration(model_dir) is None
 
@@ -105,7 +117,7 @@ def test_reader_follows_replacements_and_keeps_the_last_good_file(
     model_dir = app_of(client).state.settings.model_dir
     reader = LiveCalibrationReader(model_dir)
     assert reader.poll() and not reader.poll()  # read once, then unchanged
-    ingest(client, rows_with_served(50, seed=9, factor=0.5))
+    ingest(client, slower_rows(100, seed=9, scale=4.0))
     tick(client)
     assert reader.poll() and reader.log_offsets(0.9)[Target.TTFT] > 0
     assert reader.log_offsets(0.5) == {}  # a factor for another quantile is never served
@@ -124,36 +136,28 @@ def _epp_row() -> dict[str, Any]:
 def test_a_new_bundle_rebases_the_factor_so_the_served_p90_stays_put(
     open_client: OpenClient,
 ) -> None:
-    """After the factor followed a doubling, a retrain on rows at 3x the level moves the
-    bundle's own answers up: the factor comes down by the median ratio of the old bundle's
-    answers to the new one's on the newest rows (not below 1x), instead of counting the
-    move twice."""
+    """After the factor followed rows 3x slower, a retrain on them moves the bundle's own
+    answers up: on the next tick the factor comes down by the median ratio of the old
+    bundle's answers to the new one's on the newest rows (not below 1x), instead of
+    counting the move twice."""
     client = open_client(calibration_step=0.01)
     train(client)
     tick(client)
-    ingest(client, rows_with_served(200, seed=5, factor=0.5))
+    ingest(client, slower_rows(600, seed=12, scale=3.0))
     tick(client)
     state = app_of(client).state.pools.default
     old = state.calibrator.slot.published
-    before = read_live_calibration(state.settings.model_dir)
-    assert old is not None and before is not None
-    higher = synthetic_rows(600, seed=12)
-    for row in higher:
-        for t in Target:
-            row[t.actual_field] *= 3.0
-    ingest(client, higher)
+    before = published_of(client)
+    assert old is not None and before.targets[Target.TTFT].log_offset > math.log(2.0)
     assert client.post("/retrain").json()["outcome"] == "ok"
     new = state.calibrator.slot.published
     assert new is not None and new.version != old.version
     tick(client)  # no new rows: only the rebase
-    after = read_live_calibration(state.settings.model_dir)
-    assert after is not None
+    after = published_of(client)
     for target in Target:
         columns, _ = state.store.window(target, test=False, limit=200)
-        ratio = (
-            old.with_live({}).predict(columns)[target] / new.with_live({}).predict(columns)[target]
-        )
-        move = float(np.median(np.log(ratio)))
+        answers = old.with_live({}).predict(columns)[target], new.with_live({}).predict(columns)
+        move = float(np.median(np.log(answers[0] / answers[1][target])))
         assert move < 0  # the new bundle answers higher: the factor gives that back
         expected = max(0.0, before.targets[target].log_offset + move)
         assert after.targets[target].log_offset == pytest.approx(expected, abs=1e-9)
