@@ -126,7 +126,14 @@ class PoolRegistry:
         slot = _serve_published(slot or prior_slot(settings), settings)
         metrics = metrics or TrainingMetrics()
         retrainer = Retrainer(settings, store, metrics, slot, self.leadership)
-        calibrator = LiveCalibrator(settings, store, metrics, slot, lambda: retrainer.is_leader)
+        calibrator = LiveCalibrator(
+            settings,
+            store,
+            metrics,
+            slot,
+            lambda: retrainer.is_leader,
+            lambda: retrainer.state.trained_through,
+        )
         if settings.legacy_artifacts is not LegacyArtifacts.NONE:
             # llm-d prediction servers are ready only with a model: the prior's, until then.
             publish_prior_files(settings)

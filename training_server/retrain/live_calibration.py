@@ -50,7 +50,8 @@ log = logging.getLogger(__name__)
 MAX_ROWS_PER_STEP = 50_000
 # recent_coverage is the share of hits over this many newest scored rows per target.
 RECENT_ROWS = 1_000
-# A new bundle's answers are compared with the previous one's on this many newest rows.
+# A new bundle's answers are compared with the previous one's on this many newest
+# held-out rows.
 REBASE_ROWS = 200
 
 
@@ -64,8 +65,11 @@ class LiveCalibrator:
         metrics: TrainingMetrics,
         slot: BundleSlot,
         is_leader: Callable[[], bool],
+        trained_through: Callable[[], int] = lambda: 0,
     ):
         self.settings = settings
+        # The newest row the served bundle was trained on: rows up to it are in its sample.
+        self.trained_through = trained_through
         self.store = store
         self.metrics = metrics
         # The bundle served (its models decide what to correct); new factors go to it too.
@@ -148,9 +152,12 @@ class LiveCalibrator:
         # scored on the model it corrects, whichever model or factor served each row (rows
         # keep arriving for seconds after a new bundle, predicted by the one before it).
         answers = bundle.with_live({}).predict(rows.columns) if bundle and len(rows.ids) else {}
+        # A retrain reads rows up to the moment it starts: those that arrived since the last
+        # step may be in the new bundle's training rows, and a fit answers them too well.
+        fresh = rows.ids > self.trained_through()
         for target in TARGETS:
             entry, factor = targets[target], self._factors[target]
-            measured = rows.actual[target] > 0
+            measured = (rows.actual[target] > 0) & fresh
             if not measured.any() or bundle is None or not bundle.has_model(target):
                 targets[target] = entry.model_copy(update={"log_offset": factor.log_offset})
                 continue
@@ -197,7 +204,8 @@ class LiveCalibrator:
         for target in TARGETS:
             if not (old.has_model(target) and bundle.has_model(target)):
                 continue
-            columns, actual = self.store.window(target, test=False, limit=REBASE_ROWS)
+            # Held-out rows: no bundle was fitted on them, so neither answer is in-sample.
+            columns, actual = self.store.window(target, test=True, limit=REBASE_ROWS)
             if not len(actual):
                 continue
             # Both without their live factor: the factor is what is being rebased.

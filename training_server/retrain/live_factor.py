@@ -17,7 +17,7 @@ Three movements, each for a different kind of change:
   the new level moves the bundle's answers itself, and the factor on top of it would count
   the move twice (after a doubling: 4x for a minute). So the factor gives back as much of
   its correction as the new bundle's answers moved the same way on the newest rows (the
-  median log-ratio of the old bundle's answers to the new one's).
+  median log-ratio of the old bundle's answers to the new one's, on held-out rows).
 
 Scores are kept as log(actual / the bundle's answer): the factor that would have just
 covered each row, whatever factor was served then.
