@@ -2,6 +2,8 @@
 tests of a module are found where the module is. Checked both ways on the folders: every
 test folder names a source folder (or is one of the cross-cutting suites), and every source
 subpackage has its test folder (unless it is tested only through another, as named below).
+Benchmark packages may have test folders of their own (tests/benchmarks/replay: the replay's
+pure pieces) but need not: a benchmark is checked by running it.
 """
 
 from __future__ import annotations
@@ -37,11 +39,17 @@ def source_packages() -> set[str]:
     }
 
 
+def benchmark_packages() -> set[str]:
+    """The benchmarks' package folders, relative to the root."""
+    return {str(p.parent.relative_to(ROOT)) for p in (ROOT / "benchmarks").rglob("__init__.py")}
+
+
 def test_every_test_folder_mirrors_a_source_folder() -> None:
+    mirrored = source_packages() | benchmark_packages()
     stray = {
         folder
         for folder in folders_with_tests(TESTS)
-        if folder.split("/")[0] not in CROSS_CUTTING and folder not in source_packages()
+        if folder.split("/")[0] not in CROSS_CUTTING and folder not in mirrored
     }
     assert stray == set()
 

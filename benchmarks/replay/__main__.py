@@ -4,7 +4,8 @@ them, score the p90 predictions, and judge the accuracy goals.
     .venv/bin/python -m benchmarks.replay [--trace NAME_OR_PATH ...]
         [--mode online|offline|inprocess|offline-inprocess] [--seeds N] [--seed S]
         [--rows-per-batch 50] [--batch-seconds 1] [--speedup 1] [--retrain-interval 10]
-        [--windows 4] [--model-type xgboost|lightgbm] [--objective quantile|mean]
+        [--windows 4] [--repeat N] [--drift FACTOR]
+        [--model-type xgboost|lightgbm] [--objective quantile|mean]
         [--calibration none|split|adaptive] [--json] [--training-url URL --prediction-url URL]
 
 online (default): benchmarks/replay/online.py, real servers, rows in trace order; --seeds N

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from typing import Any
 
 from benchmarks.common import git_state, say
-from benchmarks.replay.drift import repeated_with_drift
+from benchmarks.replay.drift import Shift, drifted, repeated, shift_of
 from benchmarks.replay.inprocess import run_inprocess
 from benchmarks.replay.offline import run_offline
 from benchmarks.replay.online import run_online
@@ -48,13 +49,18 @@ def _add_protocol_arguments(parser: argparse.ArgumentParser) -> None:
         help="LATENCY_RETRAINING_INTERVAL_SEC of the servers (default 10, production's)",
     )
     parser.add_argument(
-        "--repeat", type=int, default=1, help="replay each trace this many times over (1)"
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="online/inprocess: replay the trace's rows N times in a row (default 1)",
     )
     parser.add_argument(
         "--drift",
         type=float,
         metavar="FACTOR",
-        help="from the halfway row on, every actual times FACTOR (features unchanged)",
+        help="online/inprocess: from the halfway row of the replay on, every actual times "
+        "FACTOR (features unchanged); scores how the p90 follows (default: no drift)",
     )
     parser.add_argument("--warmup-batches", type=int, default=2)
     parser.add_argument("--windows", type=int, default=4)
@@ -105,11 +111,13 @@ def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         args.mode != "online" or not args.trace or len(args.trace) != 1 or args.seeds != 1
     ):
         parser.error("running servers: online mode, exactly one --trace and one run")
-    if args.drift is not None and (args.drift <= 0 or args.mode.startswith("offline")):
-        parser.error("--drift: a positive factor, in the online or inprocess mode")
     for name in ("rows_per_batch", "windows", "seeds", "repeat"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.drift is not None and not (math.isfinite(args.drift) and args.drift > 0):
+        parser.error(f"--drift must be a positive factor, not {args.drift:g}")
+    if args.mode.startswith("offline") and (args.repeat > 1 or args.drift is not None):
+        parser.error("--repeat and --drift are for the online and inprocess modes")
     if args.speedup <= 0 or args.batch_seconds <= 0 or args.retrain_interval <= 0:
         parser.error("--speedup, --batch-seconds and --retrain-interval must be positive")
 
@@ -137,8 +145,27 @@ def settings_of(args: argparse.Namespace) -> TrainingSettings:
     return TrainingSettings(**overrides)
 
 
+def replay_rows(
+    name: str, rows: list[dict[str, Any]], args: argparse.Namespace
+) -> tuple[str, list[dict[str, Any]], Shift | None]:
+    """The rows replayed (--repeat, --drift), the name they are reported under, the shift."""
+    if args.repeat == 1 and args.drift is None:
+        return name, rows, None
+    rows = repeated(rows, args.repeat)
+    shift = shift_of(len(rows), args.drift, args.rows_per_batch, args.batch_seconds)
+    name += f" x{args.repeat}"
+    if shift is not None:
+        rows = drifted(rows, shift.factor)
+        name += f", actuals x{shift.factor:g} from row {shift.row}"
+    return name, rows, shift
+
+
 def run_trace(
-    name: str, rows: list[dict[str, Any]], args: argparse.Namespace, settings: TrainingSettings
+    name: str,
+    rows: list[dict[str, Any]],
+    args: argparse.Namespace,
+    settings: TrainingSettings,
+    shift: Shift | None = None,
 ) -> list[dict[str, Any]]:
     if args.mode in ("offline", "offline-inprocess"):
         result = run_offline(name, rows, args, settings, http=args.mode == "offline")
@@ -148,11 +175,10 @@ def run_trace(
     results = []
     for run in range(args.seeds):
         if args.mode == "online":
-            result = run_online(name, rows, args, settings.quantile_alpha)
+            result = run_online(name, rows, args, settings.quantile_alpha, shift)
         else:
-            result = run_inprocess(
-                name, rows, argparse.Namespace(**{**vars(args), "seed": args.seed + run}), settings
-            )
+            seeded = argparse.Namespace(**{**vars(args), "seed": args.seed + run})
+            result = run_inprocess(name, rows, seeded, settings, shift)
         result["run"] = run + 1
         if not args.json:
             print_online(result, args)
@@ -185,13 +211,9 @@ def main(argv: list[str] | None = None, description: str = "") -> None:
     args = parse_args(argv, description)
     settings = settings_of(args)
     results = []
-    for name, trace in (load_rows(spec) for spec in (args.trace or DEFAULT_TRACES)):
-        rows, args.shift_row = repeated_with_drift(trace, args.repeat, args.drift)
-        if args.repeat > 1 or args.drift is not None:
-            name += f" x{args.repeat}" + (
-                f", actuals x{args.drift:g} from row {args.shift_row}" if args.drift else ""
-            )
-        results += run_trace(name, rows, args, settings)
+    for trace, loaded in (load_rows(spec) for spec in (args.trace or DEFAULT_TRACES)):
+        name, rows, shift = replay_rows(trace, loaded, args)
+        results += run_trace(name, rows, args, settings, shift)
     if args.json:
         print_json(results, args, settings)
     else:

@@ -11,7 +11,8 @@ the prior answers a target until then; and the live calibration factor moves aft
 batch (retrain.live_factor, as the leading trainer moves it once a second, rebased when a
 new model starts answering) and applies from the next
 batch. What it leaves out: retrain time, the retention and window caps, sync jitter. A
-trace takes seconds; use the online mode for the figures that count.
+trace takes seconds; use the online mode for the figures that count. The scoring is the
+online mode's: both naive p90s, and after the shift in a drift replay (drift_metrics.py).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.replay.drift import recent_p90, target_summary
-from benchmarks.replay.metrics import TargetRecords
+from benchmarks.replay.drift import Shift
+from benchmarks.replay.drift_metrics import summarize_drift
+from benchmarks.replay.metrics import TargetRecords, recent_naive, summarize_online
 from benchmarks.trace_files import prediction_rows
 from shared.backends import Backend, backend_for
 from shared.features import Columns, columns_from_dicts
@@ -118,8 +120,10 @@ class TargetReplay:
         target: Target,
         settings: TrainingSettings,
         retrain_every: int,
+        batch_seconds: float,
     ):
         self.data, self.target, self.settings = data, target, settings
+        self.batch_seconds = batch_seconds  # the replay clock the records are timed on
         self.schedule = ReplaySchedule(retrain_every, settings.early_retrains)
         self.records = TargetRecords()
         self.retrains: list[dict[str, Any]] = []
@@ -140,10 +144,16 @@ class TargetReplay:
         seen = data.actual[:start][data.measured[:start]]
         if k >= warmup and len(seen):
             naive = float(np.quantile(seen, q))
-            recent = recent_p90(seen.tolist(), q) or naive
+            recent, at = recent_naive(seen, q), k * self.batch_seconds
             for i, row in enumerate(scored):
                 self.records.add(
-                    int(row), float(data.actual[row]), float(served[i]), naive, trained, recent
+                    int(row),
+                    float(data.actual[row]),
+                    float(served[i]),
+                    naive,
+                    trained,
+                    naive_recent=recent,
+                    seconds=at,
                 )
         adaptive = self.settings.calibration is Calibration.ADAPTIVE
         if adaptive and trained and len(scored):
@@ -163,13 +173,13 @@ class TargetReplay:
 
     def _swap(self, fit: RetrainerFit, sent: int) -> None:
         """Serve `fit` from now on; the live factor is rebased as the leading trainer does,
-        on the newest REBASE_ROWS training rows sent so far."""
+        on the newest REBASE_ROWS held-out rows sent so far."""
         old, self.serving = self.serving, fit
         if old is None or old.fit.model is None or fit.fit.model is None:
             return
         data = self.data
         mine = np.arange(sent)[data.measured[:sent]]
-        newest = _subset(data.train, mine[~data.held[mine]][-REBASE_ROWS:])
+        newest = _subset(data.train, mine[data.held[mine]][-REBASE_ROWS:])
         before = served_ms(old.backend, old.fit, newest)
         self.live.rebase(before, served_ms(fit.backend, fit.fit, newest))
 
@@ -201,17 +211,25 @@ def replay_target(
     rows: list[dict[str, Any]],
     target: Target,
     settings: TrainingSettings,
-    args: Any,
     *,
+    per: int,
     retrain_every: int,
+    warmup: int,
+    windows: int,
+    seed: int,
+    batch_seconds: float,
+    shift: Shift | None,
 ) -> dict[str, Any]:
-    n, per = len(rows), args.rows_per_batch
+    n, q = len(rows), settings.quantile_alpha
     replay = TargetReplay(
-        trace_columns(rows, target, settings, args.seed), target, settings, retrain_every
+        trace_columns(rows, target, settings, seed), target, settings, retrain_every, batch_seconds
     )
     for k, start in enumerate(range(0, n, per)):
-        replay.batch(k, np.arange(start, min(start + per, n)), args.warmup_batches)
-    summary = target_summary(replay.records, n, args, settings.quantile_alpha)
+        replay.batch(k, np.arange(start, min(start + per, n)), warmup)
+    summary = summarize_online(replay.records, n, windows, q)
+    if shift is not None:
+        end_s = math.ceil(n / per) * batch_seconds
+        summary["drift"] = summarize_drift(replay.records, shift, end_s, q)
     summary["retrains"] = replay.retrains
     summary["model_choices"] = _counts(r["choice"] for r in replay.retrains)
     return summary
@@ -230,7 +248,11 @@ def _held_out(n: int, settings: TrainingSettings, seed: int) -> np.ndarray:
 
 
 def run_inprocess(
-    name: str, rows: list[dict[str, Any]], args: Any, settings: TrainingSettings
+    name: str,
+    rows: list[dict[str, Any]],
+    args: Any,
+    settings: TrainingSettings,
+    shift: Shift | None = None,
 ) -> dict[str, Any]:
     every = max(1, round(args.retrain_interval / args.batch_seconds))
     # The online mode's servers retrain from 50 rows; so does this.
@@ -241,6 +263,18 @@ def run_inprocess(
         "seed": args.seed,
         "batches": math.ceil(len(rows) / args.rows_per_batch),
         "targets": {
-            t.value: replay_target(rows, t, settings, args, retrain_every=every) for t in TARGETS
+            t.value: replay_target(
+                rows,
+                t,
+                settings,
+                per=args.rows_per_batch,
+                retrain_every=every,
+                warmup=args.warmup_batches,
+                windows=args.windows,
+                seed=args.seed,
+                batch_seconds=args.batch_seconds,
+                shift=shift,
+            )
+            for t in TARGETS
         },
     }

@@ -5,13 +5,16 @@ Per batch: POST the rows (without actuals, with the EPP's prediction-time consta
 our predictions to /add_training_data_bulk. Batch k leaves at k * batch_seconds / speedup
 wall seconds; the servers retrain on their own clock. Each row is scored only for the
 target it measures, against the running p90 of every actual of that target sent before
-its batch (the naive predictor), from batch --warmup-batches + 1 on.
+its batch (the naive predictor) and the p90 of the newest of them (metrics.recent_naive),
+from batch --warmup-batches + 1 on; a drift replay's rows are also scored after the shift
+(drift_metrics.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -21,8 +24,9 @@ import httpx
 import numpy as np
 
 from benchmarks.common import Progress
-from benchmarks.replay.drift import recent_p90, target_summary
-from benchmarks.replay.metrics import TargetRecords
+from benchmarks.replay.drift import Shift
+from benchmarks.replay.drift_metrics import summarize_drift
+from benchmarks.replay.metrics import TargetRecords, recent_naive, summarize_online
 from benchmarks.replay.rows import measures
 from benchmarks.replay.servers import ServerPair, check_local, server_env
 from benchmarks.trace_files import prediction_rows
@@ -65,8 +69,10 @@ class OnlineRun:
         prediction_url: str,
         args: argparse.Namespace,
         quantile: float,
+        shift: Shift | None = None,
     ):
         self.name, self.rows, self.args, self.quantile = name, rows, args, quantile
+        self.shift = shift
         self.training_url, self.prediction_url = training_url, prediction_url
         per = args.rows_per_batch
         self.batches = [rows[i : i + per] for i in range(0, len(rows), per)]
@@ -111,7 +117,7 @@ class OnlineRun:
             t: (float(np.quantile(self.seen[t], self.quantile)) if self.seen[t] else None)
             for t in TARGETS
         }
-        recent = {t: recent_p90(self.seen[t], self.quantile) for t in TARGETS}
+        recent = {t: recent_naive(self.seen[t], self.quantile) for t in TARGETS if self.seen[t]}
         reply = client.post(
             f"{self.prediction_url}/predict/bulk/strict", json={"requests": prediction_rows(batch)}
         )
@@ -137,7 +143,8 @@ class OnlineRun:
                     float(pred[f"{t.value}_ms"]),
                     naive_p90,
                     trained[t],
-                    recent[t] or naive_p90,
+                    naive_recent=recent[t],
+                    seconds=k * self.args.batch_seconds,
                 )
         entries = [
             {**row, "predicted_ttft_ms": p["ttft_ms"], "predicted_tpot_ms": p["tpot_ms"]}
@@ -157,16 +164,21 @@ class OnlineRun:
         with open(path, "a") as fh:
             for t in TARGETS:
                 r = self.records[t]
-                for i, a, m, n in zip(r.index, r.actual, r.model, r.naive, strict=True):
+                rows = zip(
+                    r.index, r.seconds, r.actual, r.model, r.naive, r.naive_recent, strict=True
+                )
+                for i, at, a, m, n, recent in rows:
                     fh.write(
                         json.dumps(
                             {
                                 "trace": self.name,
                                 "target": t.value,
                                 "row": i,
+                                "seconds": at,
                                 "actual": a,
                                 "served": m,
                                 "naive": n,
+                                "naive_recent": recent,
                             }
                         )
                         + "\n"
@@ -192,11 +204,18 @@ class OnlineRun:
             "retrains_ok": len(ok),
             "retrain_seconds_mean": (float(np.mean([r["duration_s"] for r in ok])) if ok else None),
             "model_choices": choices_of(ok),
-            "targets": {
-                t.value: target_summary(self.records[t], self.sent, args, self.quantile)
-                for t in TARGETS
-            },
+            "targets": {t.value: self._summary(t) for t in TARGETS},
         }
+
+    def _summary(self, target: Target) -> dict[str, Any]:
+        """One target's figures; after the shift too in a drift replay (up to the clock of
+        the last batch sent: a truncated run ends there)."""
+        records, args = self.records[target], self.args
+        summary = summarize_online(records, self.sent, args.windows, self.quantile)
+        if self.shift is not None:
+            end_s = math.ceil(self.sent / args.rows_per_batch) * args.batch_seconds
+            summary["drift"] = summarize_drift(records, self.shift, end_s, self.quantile)
+        return summary
 
 
 def choices_of(retrains: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
@@ -213,7 +232,11 @@ def choices_of(retrains: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
 
 
 def run_online(
-    name: str, rows: list[dict[str, Any]], args: argparse.Namespace, quantile: float
+    name: str,
+    rows: list[dict[str, Any]],
+    args: argparse.Namespace,
+    quantile: float,
+    shift: Shift | None = None,
 ) -> dict[str, Any]:
     progress = not args.no_progress
     if args.training_url:
@@ -224,6 +247,7 @@ def run_online(
             check_local(args.prediction_url),
             args,
             quantile,
+            shift,
         )
         run.run(progress)
     else:
@@ -231,7 +255,9 @@ def run_online(
             tempfile.TemporaryDirectory(prefix="replay-") as tmp,
             ServerPair(Path(tmp), server_env(Path(tmp), args)) as servers,
         ):
-            run = OnlineRun(name, rows, servers.trainer.url, servers.predictor.url, args, quantile)
+            run = OnlineRun(
+                name, rows, servers.trainer.url, servers.predictor.url, args, quantile, shift
+            )
             run.run(progress)
     if args.dump_rows:
         run.dump(args.dump_rows)

@@ -4,7 +4,8 @@
 
 For each file: its code version and mode, then the accuracy goals' table (online: one row per
 trace and target with the mean over runs and the range of runs; offline: as replay prints
-it). Pure reading of the files; no servers.
+it), and for a drift replay (--drift) one row per trace, target and run with how the p90
+followed the shift. Pure reading of the files; no servers.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import say
+from benchmarks.replay.drift_metrics import DRIFT_SPAN_S, DRIFT_WINDOW_S
 from benchmarks.replay.goals import (
     OFFLINE_GOALS_HEADER,
     ONLINE_RATIO_LIMIT,
     offline_goal_row,
     online_verdict,
 )
+from benchmarks.replay.tables import coverages
 
 ONLINE_HEADER = (
     "| trace / target | runs | cov | pinball | naive | ratio overall | ratio 2nd half | "
@@ -68,6 +71,37 @@ def online_rows(traces: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+DRIFT_HEADER = (
+    f"| trace / target | run | shift at | coverage per {DRIFT_WINDOW_S:g} s after the shift "
+    f"| naive_recent's | cov {DRIFT_SPAN_S:g} s | naive_recent's | "
+    f"ratio {DRIFT_SPAN_S:g} s vs naive_recent |\n|---|---|---|---|---|---|---|---|"
+)
+
+
+def drift_rows(traces: list[dict[str, Any]]) -> list[str]:
+    """One row per trace, target and run of a drift replay (none without one)."""
+    lines = []
+    for result in traces:
+        run = f"seed {result['seed']}" if "seed" in result else f"run {result.get('run', 1)}"
+        for target, summary in result["targets"].items():
+            drift = summary.get("drift")
+            if drift is None:
+                continue
+            span = drift["span"]
+            lines.append(
+                f"| {result['trace']} {target.upper()} | {run} | {drift['shift_s']:g} s | "
+                f"{coverages(drift['windows'])} | "
+                f"{coverages(drift['windows'], 'naive_recent_coverage')} | "
+                f"{_opt(span['coverage'], 3)} | {_opt(span['naive_recent_coverage'], 3)} | "
+                f"{_opt(span['pinball_ratio'], 2)} |"
+            )
+    return lines
+
+
+def _opt(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
 def report(path: Path) -> None:
     data = json.loads(path.read_text())
     say(
@@ -78,6 +112,11 @@ def report(path: Path) -> None:
         say(ONLINE_HEADER)
         for line in online_rows(data["traces"]):
             say(line)
+        drift = drift_rows(data["traces"])
+        if drift:
+            say(f"\n{DRIFT_HEADER}")
+            for line in drift:
+                say(line)
         return
     say(OFFLINE_GOALS_HEADER)
     for result in data["traces"]:

@@ -1,5 +1,6 @@
-"""The replay's printed tables: one line per slice (online) or per target (offline), then
-the goal table of every trace and target."""
+"""The replay's printed tables: one line per slice (online) or per target (offline), the
+ratios against the recent naive p90 and, in a drift replay, the figures after the shift
+(online), then the goal table of every trace and target."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from benchmarks.replay.goals import (
     offline_goal_row,
     online_goal_row,
 )
+from benchmarks.replay.metrics import RECENT_NAIVE_ROWS
 
 ONLINE_MODES = ("online", "inprocess")
 
@@ -109,35 +111,61 @@ def print_online(result: dict[str, Any], args: argparse.Namespace) -> None:
     for target, summary in result["targets"].items():
         for line in online_table(target, summary):
             say(line)
-    for target, summary in result["targets"].items():
-        for line in recent_lines(target, summary):
-            say(line)
+    for line in recent_table(result["targets"]):
+        say(line)
+    for line in drift_table(result["targets"]):
+        say(line)
 
 
-def recent_lines(target: str, summary: dict[str, Any]) -> list[str]:
-    """Against the naive p90 of the last 500 actuals; after the shift when there is one."""
-    recent = summary.get("vs_naive_recent")
-    if recent is None:
-        return []
-    windows = " ".join(_fmt(r) for r in recent["windows"])
-    lines = [f"{target} vs naive last-500 p90: ratio {_fmt(recent['overall'])}, windows {windows}"]
-    drift = summary.get("drift")
-    if drift is not None:
-        span = drift["span"]
-        cover = " ".join(f"{w['coverage']:.2f}" for w in drift["windows"])
-        naive = " ".join(f"{w['naive_recent_coverage']:.2f}" for w in drift["windows"])
-        lines += [
-            f"{target} after the shift at {drift['shift_s']:g} s, coverage per 10 s: {cover}",
-            f"{target}   naive last-500 p90 coverage per 10 s:       {naive}",
-            f"{target}   first {drift['span_s']:g} s: coverage {span['coverage']:.3f} "
-            f"(naive {span['naive_recent_coverage']:.3f}), pinball ratio "
-            f"{_fmt(span['pinball_ratio'])}",
+def recent_table(targets: dict[str, Any]) -> list[str]:
+    """Pinball ratios against the recent naive p90, the running p90's in brackets."""
+    first = next(iter(targets.values()))
+    k = len(first["windows"])
+    lines = [
+        f"naive_recent = p90 of the last {RECENT_NAIVE_ROWS} actuals sent before the batch; "
+        "pinball ratio model / naive_recent (model / running p90)",
+        f"{'target':<6} {'cov':>5}  {'overall':>11} {'second half':>11} "
+        + " ".join(f"{f'window {i + 1}/{k}':>11}" for i in range(k)),
+    ]
+    for target, summary in targets.items():
+        recent = summary["vs_naive_recent"]
+        pairs = [
+            (recent["overall"], summary["overall"]["pinball_ratio"]),
+            (recent["second_half"], summary["second_half"]["pinball_ratio"]),
+            *zip(recent["windows"], [w["pinball_ratio"] for w in summary["windows"]], strict=True),
         ]
+        cells = " ".join(f"{f'{_f(ours, 2)} ({_f(running, 2)})':>11}" for ours, running in pairs)
+        lines.append(f"{target:<6} {_cov(recent['naive_recent']['coverage']):>5}  {cells}")
     return lines
 
 
-def _fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
+def coverages(windows: list[dict[str, Any]], key: str = "coverage") -> str:
+    """A drift part's coverage per window after the shift, compact: "0.41 0.85 0.90"."""
+    return " ".join(_f(w[key], 2) for w in windows)
+
+
+def drift_table(targets: dict[str, Any]) -> list[str]:
+    """After the shift of a drift replay: coverage per window, then the first span."""
+    parts = {target: s["drift"] for target, s in targets.items() if "drift" in s}
+    if not parts:
+        return []
+    d = next(iter(parts.values()))
+    lines = [
+        f"after the shift (actuals x{d['factor']:g} from row {d['shift_row']}, sent at "
+        f"{d['shift_s']:g} s): coverage per {d['window_s']:g} s, then over the first "
+        f"{d['span_s']:g} s"
+    ]
+    for target, drift in parts.items():
+        span = drift["span"]
+        lines += [
+            f"{target:<6} model        {coverages(drift['windows'])}",
+            f"{target:<6} naive_recent {coverages(drift['windows'], 'naive_recent_coverage')}",
+            f"{target:<6} first {drift['span_s']:g} s: n {span['n']}, coverage "
+            f"{_cov(span['coverage'])} (naive_recent {_cov(span['naive_recent_coverage'])}), "
+            f"pinball {_num(span['pinball'])} (naive_recent {_num(span['naive_recent_pinball'])})"
+            f", ratio {_f(span['pinball_ratio'], 2)}",
+        ]
+    return lines
 
 
 def _online_heading(result: dict[str, Any], args: argparse.Namespace) -> None:
