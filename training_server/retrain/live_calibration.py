@@ -195,8 +195,8 @@ class LiveCalibrator:
 
     def _rebase(self, bundle: LoadedBundle | None) -> bool:
         """When a new bundle is served, move each trained target's factor by how much the
-        new bundle's answers moved on the newest rows (retrain.live_factor); True when one
-        moved."""
+        new bundle's answers moved on the newest held-out rows (retrain.live_factor); True
+        when one moved."""
         old, self._corrected = self._corrected, bundle
         if bundle is None or old is None or old.version == bundle.version:
             return False
