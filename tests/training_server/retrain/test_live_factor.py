@@ -11,11 +11,14 @@ import pytest
 
 from shared.live_calibration import MAX_LIVE_LOG_OFFSET
 from training_server.retrain.live_factor import (
+    SHIFT_ALPHA,
+    SHIFT_LENGTHS,
     LiveFactor,
     aci_step,
     binomial_tails,
     conformal_log_offset,
     shift_length,
+    steady_misses,
 )
 
 Q, STEP, PER = 0.9, 0.005, 12  # ~12 rows of a target a second at the EPP's 25 rows/s
@@ -148,3 +151,13 @@ def test_binomial_tails_by_hand() -> None:
     assert binomial_tails(0, 20, 0.1)[1] == pytest.approx(0.9**20)
     assert binomial_tails(20, 20, 0.1)[0] == pytest.approx(0.1**20)
     assert binomial_tails(0, 320, 0.1)[0] == pytest.approx(1.0)
+
+
+def test_steady_misses_are_where_the_binomial_tails_cross_the_threshold() -> None:
+    for n in SHIFT_LENGTHS:
+        fewest, most = steady_misses(n, Q)
+        assert binomial_tails(fewest, n, 1 - Q)[1] >= SHIFT_ALPHA
+        assert fewest == 0 or binomial_tails(fewest - 1, n, 1 - Q)[1] < SHIFT_ALPHA
+        assert binomial_tails(most, n, 1 - Q)[0] >= SHIFT_ALPHA
+        assert binomial_tails(most + 1, n, 1 - Q)[0] < SHIFT_ALPHA
+    assert steady_misses(20, Q) == (0, 10)  # P(X >= 11) = 5e-7 of 20 rows at a 0.1 miss rate
