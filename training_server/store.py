@@ -80,7 +80,7 @@ def _feature_columns(rows: Sequence[tuple[Any, ...]], start: int) -> Columns:
 @dataclass(frozen=True)
 class ServedRows:
     """Stored rows as (actual, served prediction) pairs; NaN marks a missing prediction.
-    `columns` are their features, to ask a model what it answers for them now."""
+    `columns` are their features when asked for (to ask a model what it answers now)."""
 
     ids: np.ndarray
     actual: dict[Target, np.ndarray]
@@ -243,18 +243,24 @@ class SampleStore:
         actual = np.array([r[0] for r in rows], dtype=np.float64)
         return _feature_columns(rows, 1), actual
 
-    def served_since(self, after_id: int, *, limit: int) -> ServedRows:
+    def served_since(self, after_id: int, *, limit: int, features: bool = False) -> ServedRows:
         """Up to `limit` rows with id > after_id, oldest first: for each target the actual
-        and the prediction the EPP acted on (NaN where it sent none), and the features.
-        Read by primary key."""
+        and the prediction the EPP acted on (NaN where it sent none), and with `features`
+        their feature columns (the live factor asks its bundle about them; the retrain's
+        live scores, up to 200,000 rows, need none). Read by primary key."""
         c = samples.c
         numbers = [
             c.id,
             *(c[t.actual_field] for t in TARGETS),
             *(c[t.predicted_field] for t in TARGETS),
         ]
-        features = [*(c[name] for name in NUMERIC_FIELDS), *(c[name] for name in LABEL_FIELDS)]
-        stmt = self._samples(*numbers, *features).where(c.id > after_id).order_by(c.id).limit(limit)
+        extra = [*(c[name] for name in NUMERIC_FIELDS), *(c[name] for name in LABEL_FIELDS)]
+        stmt = (
+            self._samples(*numbers, *(extra if features else ()))
+            .where(c.id > after_id)
+            .order_by(c.id)
+            .limit(limit)
+        )
         with self.engine.connect() as conn:
             rows = _plain_rows(conn, stmt)
         width = len(numbers)
@@ -264,7 +270,7 @@ class SampleStore:
             ids=table[:, 0].astype(np.int64),
             actual={t: table[:, 1 + i] for i, t in enumerate(TARGETS)},
             predicted={t: table[:, 1 + n + i] for i, t in enumerate(TARGETS)},
-            columns=_feature_columns(rows, width),
+            columns=_feature_columns(rows, width) if features else {},
         )
 
     # retention --------------------------------------------------------------------------

@@ -141,7 +141,9 @@ class LiveCalibrator:
         """One update from the rows since the last one and the bundle now served, published
         (with the new watermark) whenever either changed; True when rows were scored."""
         assert self.state is not None
-        rows = self.store.served_since(self.state.through_sample_id, limit=MAX_ROWS_PER_STEP)
+        rows = self.store.served_since(
+            self.state.through_sample_id, limit=MAX_ROWS_PER_STEP, features=True
+        )
         bundle = self.slot.published
         rebased = self._rebase(bundle)
         if not len(rows.ids) and not rebased:
