@@ -11,8 +11,8 @@ A step reads all weights and the decoding sequences' KV once (memory-bound: smal
 batches, decode) or is bound by FLOPs (prefill chunks); whichever takes longer hides the
 other. Every reported TTFT and end-to-end time adds `overhead_ms` (API server,
 tokenisation, streaming). `h200` is calibrated against the recorded traces (see the
-package docstring and benchmarks/README.md); `b200` is derived from it by datasheet
-ratios, not calibrated.
+package docstring and benchmarks/README.md); `b200` (faster) and `a100` (older, slower) are
+derived from it by datasheet ratios, not calibrated.
 """
 
 from __future__ import annotations
@@ -72,7 +72,23 @@ B200 = replace(
     kv_blocks=int(H200.kv_blocks * 1.62),
 )
 
-HARDWARE: dict[str, Hardware] = {hw.name: hw for hw in (H200, B200)}
+# An older, slower class by the same method (not calibrated): a pod of two A100-80GB SXM
+# with tensor parallelism 2, the smallest A100 pod that holds a 32B model in BF16. Datasheet
+# figures against one H200: dense BF16 2 x 312 = 624 TFLOPS against 989 (1.585x slower
+# compute), HBM 2 x 2,039 = 4,078 GB/s against 4,800 (1.177x slower reads), and KV memory
+# (160 GB x 0.9 - 70 GB) / (141 GB x 0.9 - 70 GB) = 1.30x. The all-reduce between the two
+# GPUs is not modelled, so this pod is if anything a little fast.
+A100 = replace(
+    H200,
+    name="a100",
+    step_floor_ms=H200.step_floor_ms * 1.177,
+    ms_per_token=H200.ms_per_token * 1.585,
+    ms_per_kv_ktoken=H200.ms_per_kv_ktoken * 1.177,
+    ms_per_attn_mtoken=H200.ms_per_attn_mtoken * 1.585,
+    kv_blocks=int(H200.kv_blocks * 1.30),
+)
+
+HARDWARE: dict[str, Hardware] = {hw.name: hw for hw in (H200, B200, A100)}
 
 
 def hardware(name: str) -> Hardware:

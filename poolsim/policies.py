@@ -11,7 +11,8 @@
   true cache, which can only help it.
 
 `make_policy(name, seed)` builds any of them, `token-load` (poolsim.token_load: fewest
-uncached prompt tokens in flight, behind a prefix-affinity filter), `oracle`
+uncached prompt tokens in flight, behind a prefix-affinity filter), `token-load-per-class`
+(the same with each hardware class's own peak prefill rate), `oracle`
 (poolsim.oracle), `predicted-latency` (poolsim.predicted: llm-d's picker on our real
 predictor; knob variants such as `predicted-latency:most:tau=0.8:noslo`, see
 poolsim.picker_knobs) and `latency-first` (poolsim.latency_first: our own picker on the same
@@ -104,6 +105,12 @@ def _token_load(options: PolicyOptions) -> Policy:
     return TokenLoadPolicy(options.seed)
 
 
+def _token_load_per_class(options: PolicyOptions) -> Policy:
+    from poolsim.token_load import TokenLoadPerClassPolicy
+
+    return TokenLoadPerClassPolicy(options.seed)
+
+
 def _predicted(options: PolicyOptions) -> Policy:
     from poolsim.predicted import PredictedLatencyPolicy  # loads the HTTP client
 
@@ -143,6 +150,8 @@ FACTORIES: dict[str, Callable[[PolicyOptions], Policy]] = {
     "least-requests": lambda options: LeastRequestsPolicy(options.seed),
     "heuristic": lambda options: HeuristicPolicy(options.seed),
     "token-load": _token_load,
+    # token-load with each hardware class's own peak prefill rate (poolsim.token_load)
+    "token-load-per-class": _token_load_per_class,
     "predicted-latency": _predicted,
     "latency-first": _latency_first,
     # the same without our pod_class in their rows (what llm-d's EPP sends) in a pool

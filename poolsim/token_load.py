@@ -25,6 +25,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from poolsim.hardware import hardware
 from poolsim.policy_api import BasePolicy, PodFeatures, RequestInfo
 from poolsim.request import Request
 
@@ -46,19 +47,29 @@ def estimated_ttft_ms(tokens_in_flight: int, peak_tokens_per_s: float) -> float:
     return tokens_in_flight / peak_tokens_per_s * 1000.0
 
 
-def affinity_filter(pods: Sequence[PodFeatures], peak_tokens_per_s: float) -> list[int]:
-    """Indices of the pods the scorer may pick from (see the module docstring)."""
+def affinity_filter(
+    pods: Sequence[PodFeatures],
+    peak_tokens_per_s: float | Sequence[float],
+    tau: float = AFFINITY_TAU,
+    gap_ms: float = AFFINITY_GAP_MS,
+) -> list[int]:
+    """Indices of the pods the scorer may pick from (see the module docstring); the peak
+    prefill rate is one for the pool, as llm-d sets it, or one per pod."""
     everyone = list(range(len(pods)))
-    sticky = [i for i in everyone if pods[i].prefix_cache_score >= AFFINITY_TAU]
-    others = [i for i in everyone if pods[i].prefix_cache_score < AFFINITY_TAU]
+    rates = (
+        [float(peak_tokens_per_s)] * len(pods)
+        if isinstance(peak_tokens_per_s, int | float)
+        else list(peak_tokens_per_s)
+    )
+    sticky = [i for i in everyone if pods[i].prefix_cache_score >= tau]
+    others = [i for i in everyone if pods[i].prefix_cache_score < tau]
     if not sticky or not others:
         return everyone
 
     def best(indices: list[int]) -> float:
-        loads = (pods[i].uncached_tokens_in_flight for i in indices)
-        return min(estimated_ttft_ms(load, peak_tokens_per_s) for load in loads)
+        return min(estimated_ttft_ms(pods[i].uncached_tokens_in_flight, rates[i]) for i in indices)
 
-    return everyone if best(sticky) - best(others) > AFFINITY_GAP_MS else sticky
+    return everyone if best(sticky) - best(others) > gap_ms else sticky
 
 
 class TokenLoadPolicy(BasePolicy):
@@ -79,3 +90,41 @@ class TokenLoadPolicy(BasePolicy):
         top = max(scores.values())
         tied = [i for i in kept if scores[i] == top]
         return tied[0] if len(tied) == 1 else self.rng.choice(tied)
+
+
+class TokenLoadPerClassPolicy(BasePolicy):
+    """`token-load-per-class`: token-load as an operator would hand-tune it for a pool of
+    several hardware classes if llm-d allowed it, the strongest heuristic we can give a
+    mixed pool. Each class's true peak prefill rate (1000 / ms_per_token of the class, read
+    once from poolsim.hardware by the `pod_class` label, as an operator would write it into
+    the config) replaces the pool's single rate in two places: the affinity gate's TTFT
+    guess, and the score, which ranks the pods by the time their queued uncached tokens
+    plus this request's own uncached part take at that rate (llm-d's scorer ranks by
+    tokens alone, which cannot tell a fast pod from a slow one). Ties at random."""
+
+    name = "token-load-per-class"
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def choose(self, request: RequestInfo, pods: Sequence[PodFeatures], now_s: float) -> int:
+        rates = [class_peak_tokens_per_s(pod.pod_class) for pod in pods]
+        kept = affinity_filter(pods, rates)
+        waits = {i: drain_ms(pods[i], request.input_tokens, rates[i]) for i in kept}
+        least = min(waits.values())
+        tied = [i for i in kept if waits[i] <= least]
+        return tied[0] if len(tied) == 1 else self.rng.choice(tied)
+
+
+def class_peak_tokens_per_s(pod_class: str) -> float:
+    """The class's peak prefill rate, tokens/s, from its datasheet-derived constants."""
+    return 1000.0 / hardware(pod_class).ms_per_token
+
+
+def drain_ms(pod: PodFeatures, input_tokens: int, peak_tokens_per_s: float) -> float:
+    """The time the pod needs, at its peak rate, for the uncached tokens queued there and
+    this request's own uncached prompt (its prefix hit taken off)."""
+    own = input_tokens * (1.0 - pod.prefix_cache_score)
+    return estimated_ttft_ms(pod.uncached_tokens_in_flight, peak_tokens_per_s) + own / (
+        peak_tokens_per_s / 1000.0
+    )
