@@ -221,12 +221,13 @@ class SampleStore:
             return int(conn.execute(newest).scalar_one())
 
     def window(
-        self, target: Target, *, test: bool, limit: int | None = None
+        self, target: Target, *, test: bool, limit: int | None = None, since_id: int = 0
     ) -> tuple[Columns, np.ndarray]:
-        """The newest `limit` (all if None) rows measuring `target` in one split, oldest
-        first. Served by ix_samples_window, so a large store is never read whole. Besides
-        the feature columns, `pod_class` holds each row's class label as stored (an object
-        array: the per-class figures of a retrain name classes, which codes cannot)."""
+        """The newest `limit` (all if None) rows measuring `target` in one split with an id
+        of at least `since_id`, oldest first. Served by ix_samples_window, so a large store
+        is never read whole. Besides the feature columns, `pod_class` holds each row's class
+        label as stored (an object array: the per-class figures of a retrain name classes,
+        which codes cannot)."""
         cols = [samples.c[name] for name in NUMERIC_FIELDS]
         labels = [samples.c[name] for name in LABEL_FIELDS]
         stmt = (
@@ -234,6 +235,7 @@ class SampleStore:
             .where(
                 samples.c.is_test == test,
                 samples.c.measures.in_(_measures_values(target)),
+                samples.c.id >= since_id,
             )
             .order_by(samples.c.id.desc())
             .limit(limit)

@@ -35,7 +35,7 @@ from shared.schemas import PredictionRequest, TrainingEntry
 from shared.settings import Calibration, TrainingSettings
 from shared.targets import TARGETS, Target
 from training_server.retrain.fit import TargetFit
-from training_server.retrain.live_calibration import REBASE_ROWS
+from training_server.retrain.live_calibration import REBASE_MIN_ROWS, REBASE_ROWS
 from training_server.retrain.live_factor import LiveFactor
 from training_server.retrain.schedule import RetrainSchedule
 from training_server.retrain.scoring import served_ms
@@ -157,7 +157,7 @@ class TargetReplay:
                 )
         adaptive = self.settings.calibration is Calibration.ADAPTIVE
         if adaptive and trained and len(scored):
-            self.live.observe(data.actual[scored], served)
+            self.live.observe(data.actual[scored], served, scored)
         if self.schedule.due(k, int(batch[-1]) + 1):
             self._retrain(k, int(batch[-1]) + 1)
 
@@ -173,15 +173,19 @@ class TargetReplay:
 
     def _swap(self, fit: RetrainerFit, sent: int) -> None:
         """Serve `fit` from now on; the live factor is rebased as the leading trainer does,
-        on the newest REBASE_ROWS held-out rows sent so far."""
+        on the newest REBASE_ROWS held-out rows sent so far of the factor's level."""
         old, self.serving = self.serving, fit
         if old is None or old.fit.model is None or fit.fit.model is None:
             return
         data = self.data
         mine = np.arange(sent)[data.measured[:sent]]
-        newest = _subset(data.train, mine[data.held[mine]][-REBASE_ROWS:])
+        held = mine[data.held[mine]]
+        rows = held[held >= self.live.level_since][-REBASE_ROWS:]
+        if len(rows) < REBASE_MIN_ROWS:
+            rows = held[-REBASE_MIN_ROWS:]
+        newest = _subset(data.train, rows)
         before = served_ms(old.backend, old.fit, newest)
-        self.live.rebase(before, served_ms(fit.backend, fit.fit, newest))
+        self.live.rebase(before, served_ms(fit.backend, fit.fit, newest), data.actual[rows])
 
     def _retrain(self, k: int, sent: int) -> None:
         """The retrainer's fit on every row sent so far; it answers from batch k + lag."""

@@ -51,8 +51,11 @@ MAX_ROWS_PER_STEP = 50_000
 # recent_coverage is the share of hits over this many newest scored rows per target.
 RECENT_ROWS = 1_000
 # A new bundle's answers are compared with the previous one's on this many newest
-# held-out rows.
+# held-out rows of the level the factor follows (since its last shift), and on the newest
+# REBASE_MIN_ROWS whatever their level where fewer have arrived since (a 0.9 quantile of
+# fewer rows is too rough to move the factor by).
 REBASE_ROWS = 200
+REBASE_MIN_ROWS = 50
 
 
 class LiveCalibrator:
@@ -90,6 +93,12 @@ class LiveCalibrator:
         if self.state is not None:
             return self.state.log_offsets(self.settings.quantile_alpha)
         return self.reader.log_offsets(self.settings.quantile_alpha)
+
+    def level_since(self, target: Target) -> int:
+        """The id of the first row of the level `target`'s factor follows (0: no shift
+        seen by this leader)."""
+        factor = self._factors.get(target)
+        return factor.level_since if factor is not None else 0
 
     def tick(self) -> None:
         """Leader: score the new rows and publish. Follower: follow the leader's file."""
@@ -167,7 +176,7 @@ class LiveCalibrator:
             served = answers[target][measured] * math.exp(factor.log_offset)
             epp_actual, epp_served = rows.scored(target)  # what the EPP was served
             self._recent[target].extend((epp_actual <= epp_served).tolist())
-            if factor.observe(actual, served):
+            if factor.observe(actual, served, rows.ids[measured]):
                 log.info(
                     "live calibration: %s shifted; factor now %.3f",
                     target.value,
@@ -196,9 +205,9 @@ class LiveCalibrator:
         return scored
 
     def _rebase(self, bundle: LoadedBundle | None) -> bool:
-        """When a new bundle is served, move each trained target's factor by how much the
-        new bundle's answers moved on the newest held-out rows (retrain.live_factor); True
-        when one moved."""
+        """When a new bundle is served, move each trained target's factor by how much less
+        (or more) the new bundle needs to cover the newest held-out rows of the factor's
+        level (retrain.live_factor); True when one moved."""
         old, self._corrected = self._corrected, bundle
         if bundle is None or old is None or old.version == bundle.version:
             return False
@@ -207,13 +216,18 @@ class LiveCalibrator:
             if not (old.has_model(target) and bundle.has_model(target)):
                 continue
             # Held-out rows: no bundle was fitted on them, so neither answer is in-sample.
-            columns, actual = self.store.window(target, test=True, limit=REBASE_ROWS)
+            factor = self._factors[target]
+            columns, actual = self.store.window(
+                target, test=True, limit=REBASE_ROWS, since_id=factor.level_since
+            )
+            if len(actual) < REBASE_MIN_ROWS:
+                columns, actual = self.store.window(target, test=True, limit=REBASE_MIN_ROWS)
             if not len(actual):
                 continue
             # Both without their live factor: the factor is what is being rebased.
             before = old.with_live({}).predict(columns)[target]
             after = bundle.with_live({}).predict(columns)[target]
-            move = self._factors[target].rebase(before, after)
+            move = factor.rebase(before, after, actual)
             moved = moved or move != 0.0
             log.info(
                 "live calibration: %s rebased by %.3f on %s", target.value, move, bundle.version

@@ -15,9 +15,11 @@ Three movements, each for a different kind of change:
   halving within ~150, where the steps take ~150 and ~1,400.
 - a new bundle (`rebase`): the factor corrected the previous bundle. A retrain on rows of
   the new level moves the bundle's answers itself, and the factor on top of it would count
-  the move twice (after a doubling: 4x for a minute). So the factor gives back as much of
-  its correction as the new bundle's answers moved the same way on the newest rows (the
-  median log-ratio of the old bundle's answers to the new one's, on held-out rows).
+  the move twice (after a doubling: 4x for a minute). So the factor moves by what the new
+  bundle needs less (or more) than the old one on the same newest held-out rows of the
+  current level: the difference of the two conformal quantiles of log(actual / answer).
+  Compared at the quantile the factor serves, not at the median: a bundle that moved its
+  middle but not its tail still needs the factor.
 
 Scores are kept as log(actual / the bundle's answer): the factor that would have just
 covered each row, whatever factor was served then.
@@ -104,25 +106,36 @@ def shift_length(scores: np.ndarray, log_offset: float, quantile: float) -> int:
 
 class LiveFactor:
     """One target's live log-factor: `observe` the served answers as actuals arrive,
-    `rebase` when a new bundle is served. `shifts` counts the shifts followed."""
+    `rebase` when a new bundle is served. `shifts` counts the shifts followed, and
+    `level_since` is the id of the first row of the level the factor follows now (0 until
+    a shift): a rebase compares bundles on rows from there on."""
 
     def __init__(self, quantile: float, step: float, log_offset: float = 0.0):
         self.quantile, self.step = quantile, step
         self.log_offset = log_offset
         self.shifts = 0
+        self.level_since = 0
         self._scores: deque[float] = deque(maxlen=RECENT_SCORES)
+        self._ids: deque[int] = deque(maxlen=RECENT_SCORES)  # each score's row id
+        self._rows = 0  # rows observed: the ids of callers that give none
         # Rows since the last shift: a new one needs as many new rows as the shortest test.
         self._since_shift = SHIFT_LENGTHS[0]
         self._settling = False  # the factor is re-estimated from the rows since the shift
 
-    def observe(self, actual: np.ndarray, served: np.ndarray) -> bool:
-        """Score answers served with the factor now in force against their actuals and
-        move the factor; True when a shift was found (and followed)."""
+    def observe(
+        self, actual: np.ndarray, served: np.ndarray, ids: np.ndarray | None = None
+    ) -> bool:
+        """Score answers served with the factor now in force against their actuals (rows
+        `ids`, ascending) and move the factor; True when a shift was found (and followed)."""
+        if ids is None:
+            ids = np.arange(self._rows + 1, self._rows + 1 + len(actual))
+        self._rows += len(actual)
         keep = (actual > 0) & (served > 0)
-        actual, served = actual[keep], served[keep]
+        actual, served, ids = actual[keep], served[keep], ids[keep]
         if not len(actual):
             return False
         self._scores.extend((np.log(actual / served) + self.log_offset).tolist())
+        self._ids.extend(int(i) for i in ids)
         self._since_shift += len(actual)
         scores = np.fromiter(self._scores, dtype=np.float64)
         # Tested against the factor these rows were served with, before it moves on them.
@@ -131,6 +144,8 @@ class LiveFactor:
             n = shift_length(scores, self.log_offset, self.quantile)
         if n:
             self._scores = deque(scores[-n:].tolist(), maxlen=RECENT_SCORES)  # older: before
+            self._ids = deque(list(self._ids)[-n:], maxlen=RECENT_SCORES)
+            self.level_since = self._ids[0]
             self._since_shift, self._settling = n, True
             self.shifts += 1
         if self._settling:
@@ -140,21 +155,20 @@ class LiveFactor:
             self.log_offset = aci_step(self.log_offset, actual, served, self.quantile, self.step)
         return n > 0
 
-    def rebase(self, old_ms: np.ndarray, new_ms: np.ndarray) -> float:
+    def rebase(self, old_ms: np.ndarray, new_ms: np.ndarray, actual: np.ndarray) -> float:
         """A new bundle replaces the one the factor corrected: `old_ms` and `new_ms` are their
-        answers (without the live factor) to the same newest rows. The kept scores move by
-        the median log-ratio; the factor gives back only the part of its correction the new
-        bundle now makes itself (toward 0, never past it: a full move would also carry
-        every retrain's own calibration change into the factor, a random walk the slow
-        steps never undo). Returns the factor's move."""
-        keep = (old_ms > 0) & (new_ms > 0)
+        answers (without the live factor) to the same newest held-out rows, whose actuals
+        are `actual`. The factor moves by how much less (or more) the new bundle needs to
+        cover them than the old one did; the kept scores move by the median log-ratio of
+        the answers. Returns the factor's move."""
+        keep = (old_ms > 0) & (new_ms > 0) & (actual > 0)
         if not keep.any():
             return 0.0
-        move = float(np.median(np.log(old_ms[keep] / new_ms[keep])))
+        old_ms, new_ms, actual = old_ms[keep], new_ms[keep], actual[keep]
+        needed_new = conformal_log_offset(np.log(actual / new_ms), self.quantile)
+        needed_old = conformal_log_offset(np.log(actual / old_ms), self.quantile)
         before = self.log_offset
-        if before > 0 > move:
-            self.log_offset = max(0.0, before + move)
-        elif before < 0 < move:
-            self.log_offset = min(0.0, before + move)
+        self.log_offset = clamp(before + needed_new - needed_old)
+        move = float(np.median(np.log(old_ms / new_ms)))
         self._scores = deque((s + move for s in self._scores), maxlen=RECENT_SCORES)
         return self.log_offset - before

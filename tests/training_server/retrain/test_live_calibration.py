@@ -20,6 +20,8 @@ from shared.live_calibration import (
 from shared.targets import Target
 from tests.apps import app_of
 from tests.training_server.conftest import OpenClient, ingest, train
+from training_server.retrain.live_calibration import REBASE_MIN_ROWS
+from training_server.retrain.live_factor import conformal_log_offset
 
 
 def slower_rows(n: int, seed: int, scale: float, served: bool = True) -> list[dict[str, Any]]:
@@ -138,9 +140,9 @@ def test_a_new_bundle_rebases_the_factor_so_the_served_p90_stays_put(
     open_client: OpenClient,
 ) -> None:
     """After the factor followed rows 3x slower, a retrain on them moves the bundle's own
-    answers up: on the next tick the factor comes down by the median ratio of the old
-    bundle's answers to the new one's on the newest rows (not below 1x), instead of
-    counting the move twice."""
+    answers up: on the next tick the factor comes down by what the new bundle needs less
+    than the old one to cover the newest held-out rows of that level (their 0.9 conformal
+    quantiles), instead of counting the move twice."""
     client = open_client(calibration_step=0.01)
     train(client)
     tick(client)
@@ -156,9 +158,18 @@ def test_a_new_bundle_rebases_the_factor_so_the_served_p90_stays_put(
     tick(client)  # no new rows: only the rebase
     after = published_of(client)
     for target in Target:
-        columns, _ = state.store.window(target, test=True, limit=200)  # held out: no fit saw them
-        answers = old.with_live({}).predict(columns)[target], new.with_live({}).predict(columns)
-        move = float(np.median(np.log(answers[0] / answers[1][target])))
-        assert move < 0  # the new bundle answers higher: the factor gives that back
-        expected = max(0.0, before.targets[target].log_offset + move)
+        since = state.calibrator.level_since(target)
+        assert since > 0  # the factor followed the 3x rows as a shift
+        # Held out: no fit saw them; the rows of the level the factor follows, here the
+        # newest 20 of one big batch, so the newest REBASE_MIN_ROWS stand in.
+        columns, actual = state.store.window(target, test=True, limit=200, since_id=since)
+        if len(actual) < REBASE_MIN_ROWS:
+            columns, actual = state.store.window(target, test=True, limit=REBASE_MIN_ROWS)
+        assert 0 < len(actual) <= REBASE_MIN_ROWS
+        needed = [
+            conformal_log_offset(np.log(actual / b.with_live({}).predict(columns)[target]), 0.9)
+            for b in (old, new)
+        ]
+        assert needed[1] < needed[0]  # the new bundle answers higher: the factor gives that back
+        expected = before.targets[target].log_offset + needed[1] - needed[0]
         assert after.targets[target].log_offset == pytest.approx(expected, abs=1e-9)

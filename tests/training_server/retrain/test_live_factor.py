@@ -105,31 +105,47 @@ def test_a_steady_level_is_rarely_taken_for_a_shift() -> None:
     assert abs(factor.log_offset) < 0.15
 
 
-def test_rebase_gives_back_what_the_new_bundle_does_itself() -> None:
-    """The factor corrected a bundle 1.65x too low; the new one answers 1.6x the old one (it
-    learnt the higher level): the factor drops by log 1.6, so old x factor before == new x
-    factor after. It never crosses 0 and never grows on a rebase."""
+def test_rebase_moves_by_what_the_new_bundle_needs_less() -> None:
+    """The old bundle answered 1.65x too low (the factor corrected it); the new one learnt
+    1.6x of it: the factor now needs only 1.65 / 1.6, judged at the 0.9 quantile of the
+    same rows, so what is served stays where it was."""
     factor = LiveFactor(Q, STEP, log_offset=0.5)
     rng = np.random.default_rng(6)
-    old = rng.uniform(10.0, 50.0, 200)
-    new = old * 1.6 * rng.lognormal(0.0, 0.05, 200)
-    move = factor.rebase(old, new)
-    assert move == pytest.approx(-math.log(1.6), abs=0.02)
-    assert factor.log_offset == pytest.approx(0.5 - math.log(1.6), abs=0.02)
-    served_before = np.median(old * math.exp(0.5))
-    served_after = np.median(new * math.exp(factor.log_offset))
-    assert served_after == pytest.approx(served_before, rel=0.03)
-    assert factor.rebase(np.zeros(3), np.ones(3)) == 0.0  # nothing comparable: unchanged
-    # A bundle 3x higher takes back all of a 1.65x correction and no more.
-    high = LiveFactor(Q, STEP, log_offset=0.5)
-    assert high.rebase(np.full(5, 10.0), np.full(5, 30.0)) == pytest.approx(-0.5)
-    assert high.log_offset == 0.0
-    # A bundle that moved the other way (its own calibration changed) leaves it alone.
-    assert LiveFactor(Q, STEP, log_offset=0.5).rebase(np.full(5, 10.0), np.full(5, 8.0)) == 0.0
-    assert LiveFactor(Q, STEP, log_offset=0.0).rebase(np.full(5, 10.0), np.full(5, 8.0)) == 0.0
-    # Below 0 (answers too high), a lower bundle brings it up toward 0.
-    low = LiveFactor(Q, STEP, log_offset=-0.4)
-    assert low.rebase(np.full(5, 10.0), np.full(5, 10.0 / math.exp(0.1))) == pytest.approx(0.1)
+    old = rng.uniform(10.0, 50.0, 400)
+    actual = old * rng.lognormal(0.0, 0.3, 400)
+    new = old * 1.6
+    move = factor.rebase(old, new, actual)
+    assert move == pytest.approx(-math.log(1.6), abs=1e-9)  # the same rows, scaled
+    assert factor.log_offset == pytest.approx(0.5 - math.log(1.6), abs=1e-9)
+    assert factor.rebase(np.zeros(3), np.ones(3), np.ones(3)) == 0.0  # nothing comparable
+
+
+def test_rebase_judges_the_tail_not_the_middle() -> None:
+    """A new bundle that moved its middle answers up but left the slow rows where they were
+    still needs the factor for those: the move is what changed at the quantile served, not
+    the median ratio (which would give back 0.4 and leave the tail uncovered)."""
+    rng = np.random.default_rng(9)
+    old = rng.uniform(10.0, 50.0, 500)
+    actual = old * rng.lognormal(0.0, 0.2, 500)
+    tail = np.argsort(actual / old)[-100:]  # the slowest fifth, which the p90 is about
+    new = old * math.exp(0.4)
+    new[tail] = old[tail]
+    factor = LiveFactor(Q, STEP, log_offset=0.3)
+    move = factor.rebase(old, new, actual)
+    assert float(np.median(np.log(new / old))) == pytest.approx(0.4)
+    assert move == pytest.approx(0.0, abs=1e-12)
+    covered = actual <= new * math.exp(factor.log_offset)
+    assert np.mean(covered) >= np.mean(actual <= old * math.exp(0.3))
+
+
+def test_rebase_can_raise_the_factor_when_the_new_bundle_answers_lower() -> None:
+    """A retrain that lowered its answers (its own calibration moved) is made up for by the
+    factor, in either direction: served answers stay continuous."""
+    factor = LiveFactor(Q, STEP, log_offset=0.0)
+    old = np.linspace(10.0, 50.0, 200)
+    actual = old * np.linspace(0.5, 1.5, 200)
+    move = factor.rebase(old, old * 0.8, actual)
+    assert move == pytest.approx(math.log(1.25), abs=1e-9)
 
 
 def test_rebased_scores_are_judged_against_the_new_bundle() -> None:
@@ -138,9 +154,13 @@ def test_rebased_scores_are_judged_against_the_new_bundle() -> None:
     factor = LiveFactor(Q, STEP)
     replay(factor, [2.0] * 30, seed=7)  # a shift to 2x: the factor follows
     assert factor.log_offset == pytest.approx(math.log(2.0), abs=0.2)
+    # The level starts at one of the 30 slower rows: the window the shift was found in.
+    assert 0 < factor.level_since <= 30 - SHIFT_LENGTHS[0] + 1
     before = factor.log_offset
-    factor.rebase(np.full(10, 10.0), np.full(10, 20.0))  # the bundle learnt 2x itself
-    assert factor.log_offset == pytest.approx(max(0.0, before - math.log(2.0)), abs=1e-9)
+    old = np.full(10, 10.0)
+    actual = np.full(10, 10.0 * math.exp(before))  # just covered by old x factor
+    factor.rebase(old, old * 2.0, actual)  # the bundle learnt 2x itself
+    assert factor.log_offset == pytest.approx(before - math.log(2.0), abs=1e-9)
     later = replay(factor, [1.0] * 30, seed=8)  # the model (now 2x) x factor: right level
     assert np.mean(later) == pytest.approx(Q, abs=0.08)
 
