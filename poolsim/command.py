@@ -2,15 +2,16 @@
 
     latency-predictor simulate --workload chat|prefix|mixed|ramp|FILE.jsonl [--pods 8]
         [--duration 600] [--policies random,round-robin,least-requests,heuristic,oracle]
-        [--seed 0] [--hardware h200|b200|h200:4,b200:4] [--json OUT] [--plots DIR] [--speedup 5]
+        [--seed 0] [--hardware h200|b200|h200:4,b200:4] [--join CLASS:COUNT@SECONDS ...]
+        [--slowdown CLASS:FACTOR@SECONDS ...] [--json OUT] [--plots DIR] [--speedup 5]
         [--training-url URL --prediction-url URL[,URL...]] [--prediction-servers 1]
         [--max-model-age 12] [--no-regret]
 
 Every policy serves the same requests (the workload's seed). Every pick is judged by its
 decision regret (the chosen pod's look-ahead TTFT minus the least any pod would have
 given, poolsim.regret) unless --no-regret skips those look-aheads. Prints a Markdown table;
---json writes every figure, --plots the TTFT CDF, per-pod share (overall and per minute)
-and regret-per-minute PNGs (matplotlib).
+--json writes every figure, --plots the TTFT CDF, per-pod share (overall and per minute),
+regret-per-minute and per-class share (per 30 s) PNGs (matplotlib).
 
 --hardware: one class (`h200`: every pod of it, --pods of them, 8 by default) or a mixed pool
 `h200:4,b200:4` (that many pods of each class, in that order; --pods then defaults to the
@@ -18,6 +19,17 @@ counts' sum and, when given, must equal it). In a mixed pool `predicted-latency`
 `latency-first` send each pod's class as our `pod_class` field (docs/api.md 2.1), their
 `-noclass` variants send none (as llm-d's EPP), and the report adds a table per class
 (JSON: `policies[NAME]["by_pod_class"][CLASS]`, present for every pool).
+
+A pool that changes during the run (poolsim.pool_changes), both flags repeatable:
+`--join b200:2@120` adds 2 b200 pods at simulated second 120, as an autoscaler would (no
+policy, nor the oracle or the regret meter, sees them before; after, they are ordinary,
+empty pods with a cold prefix cache; their indices follow the initial pods', which
+--pods/--hardware describe); `--slowdown h200:1.5@180` makes every h200 pod's steps 1.5x
+slower from second 180 (a noisy neighbour; the class keeps its name, so only a model
+learning from measured rows can follow). The JSON echoes them (`pool_changes`: `joins` and
+`slowdowns`, each with its pods' indices; `pod_classes` lists every pod, joining ones
+included) and has, per policy, each class's share of the requests per 30 s of arrival
+(`policies[NAME]["class_share_over_time"]`, also `class_share_over_time.png`).
 Exit 0 on success, 1 when a workload file cannot be used, 2 on a usage error.
 """
 
@@ -40,6 +52,7 @@ from poolsim.hardware import (
 )
 from poolsim.policies import FACTORIES, check_name, make_policy
 from poolsim.policy_api import PolicyOptions
+from poolsim.pool_changes import PoolChangeError, parse_pool_changes
 from poolsim.replay import ReplayError, load_replay
 from poolsim.request import Request
 from poolsim.workloads import WORKLOADS, generate
@@ -78,12 +91,19 @@ def _requests(args: argparse.Namespace) -> list[Request]:
 
 def resolve_pool(args: argparse.Namespace) -> list[Hardware]:
     """Each pod's class from --hardware and --pods (poolsim.hardware.parse_hardware); sets
-    args.pods to the pool's size. UsageProblem when they do not name a pool."""
+    args.pods to the pool's size and args.changes to the --join and --slowdown changes
+    (poolsim.pool_changes). UsageProblem when they do not name a pool or a change."""
     try:
         pool = parse_hardware(args.hardware, args.pods)
     except HardwareSpecError as exc:
         raise UsageProblem(str(exc)) from None
     args.pods = len(pool)
+    try:
+        args.changes = parse_pool_changes(
+            getattr(args, "join", None) or [], getattr(args, "slowdown", None) or [], pool
+        )
+    except PoolChangeError as exc:
+        raise UsageProblem(str(exc)) from None
     return pool
 
 
@@ -128,6 +148,7 @@ def _run_one(name: str, requests: list[Request], args: argparse.Namespace) -> Ru
         speedup=speedup,
         progress=bar,
         regret=not args.no_regret,
+        changes=args.changes,
     )
     result = asyncio.run(_until_sigterm(engine))
     if bar is not None:
@@ -201,6 +222,8 @@ def run(args: argparse.Namespace) -> int:
         f"predictor run as fast as possible, those with one at x{args.speedup:g} "
         f"(the predictor's retrain interval divided by it)"
     )
+    if args.changes.describe():
+        _out(f"pool changes: {args.changes.describe()}")
     note = _predictor_note(args, names)
     if note:
         _out(note)
@@ -256,10 +279,11 @@ def _report(
         _out(served)
     per_class = pod_class_table(results)
     if per_class:
-        _out(f"\nPer hardware class ({pool_label(args.pool)}):\n")
+        _out(f"\nPer hardware class ({pool_label(args.changes.pool(args.pool))}):\n")
         _out(per_class)
     if args.plots:
-        for path in write_plots(ttfts, results, Path(args.plots), str(args.workload)):
+        plots = write_plots(ttfts, results, Path(args.plots), str(args.workload), args.changes)
+        for path in plots:
             _out(f"plot: {path}")
     if args.json:
         _write_json(Path(args.json), args, requests, results, wall, paced)
@@ -280,12 +304,13 @@ def _write_json(
         "duration_s": args.duration,
         "seed": args.seed,
         "hardware": pool_label(args.pool),
-        "pod_classes": [hw.name for hw in args.pool],
+        "pod_classes": [hw.name for hw in args.changes.pool(args.pool)],
         "requests": requests,
         "speedup": args.speedup,
         "paced_policies": paced,
         "wall_s": wall,
         "policies": results,
+        "pool_changes": args.changes.to_json(args.pool),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_suffix(path.suffix + ".tmp")

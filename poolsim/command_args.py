@@ -6,6 +6,7 @@ import argparse
 
 from poolsim.hardware import HARDWARE_SPEC_HELP
 from poolsim.policies import FACTORIES
+from poolsim.pool_changes import JOIN_HELP, SLOWDOWN_HELP
 from poolsim.workloads import WORKLOADS
 
 DEFAULT_POLICIES = "random,round-robin,least-requests,heuristic,oracle"
@@ -38,11 +39,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="workload and policy seed (0)")
     parser.add_argument("--hardware", default="h200", help=f"{HARDWARE_SPEC_HELP} (h200)")
+    parser.add_argument(
+        "--join",
+        action="append",
+        metavar="CLASS:COUNT@SECONDS",
+        help=f"{JOIN_HELP}; e.g. b200:2@120",
+    )
+    parser.add_argument(
+        "--slowdown",
+        action="append",
+        metavar="CLASS:FACTOR@SECONDS",
+        help=f"{SLOWDOWN_HELP}; e.g. h200:1.5@180",
+    )
     parser.add_argument("--json", metavar="OUT", help="write every figure as JSON")
     parser.add_argument(
         "--plots",
         metavar="DIR",
-        help="write ttft_cdf.png, pod_share.png, pod_share_over_time.png and regret_per_minute.png",
+        help="write ttft_cdf.png, pod_share.png, pod_share_over_time.png, regret_per_minute.png "
+        "and class_share_over_time.png",
     )
     add_predictor_arguments(parser)
     parser.add_argument(

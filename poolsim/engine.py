@@ -8,6 +8,11 @@ is a pure function of both. With `speedup` set, simulated time is paced against 
 the run goes as fast as the CPU allows. With `regret` on (the default) every pick is also
 judged by its decision regret (poolsim.regret: the chosen pod's look-ahead TTFT minus the
 least any pod would have given), measured before the request reaches the pod.
+
+A pool may change during the run (poolsim.pool_changes): pods that join later exist from
+the start, after the initial ones, but a policy, the oracle and the regret meter see only
+the pods live at each pick (always the first ones); slowdowns are events of their own,
+applied before any arrival or step end at the same instant.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from dataclasses import dataclass, field
 from poolsim.hardware import Hardware
 from poolsim.pod import Pod
 from poolsim.policy_api import Observation, PodFeatures, Policy, RequestInfo
+from poolsim.pool_changes import PoolChanges, PoolTimeline
 from poolsim.regret import RegretMeter
 from poolsim.request import Completion, Request
 from poolsim.sequence import Seq
@@ -56,9 +62,11 @@ class Engine:
         drain_limit_s: float | None = None,
         progress: Progress | None = None,
         regret: bool = True,
+        changes: PoolChanges | None = None,
     ) -> None:
         """`hw`: one class for every pod, or each pod's class in pod order (a mixed pool,
-        poolsim.hardware.parse_hardware)."""
+        poolsim.hardware.parse_hardware); `pods` and `hw` are the initial pool, `changes`
+        the pods that join it later and the slowdowns (poolsim.pool_changes)."""
         if pods < 1:
             raise ValueError("pods must be at least 1")
         if speedup is not None and speedup <= 0:
@@ -66,12 +74,15 @@ class Engine:
         classes = [hw] * pods if isinstance(hw, Hardware) else list(hw)
         if len(classes) != pods:
             raise ValueError(f"{len(classes)} hardware classes for {pods} pods")
+        self.changes = changes or PoolChanges()
+        classes = self.changes.pool(classes)  # the joining pods after the initial ones
+        self.timeline = PoolTimeline(self.changes, pods)
         distinct = list({c.name: c for c in classes}.values())
         for request in requests:
             for one in distinct:
                 _check_fits(request, one)
         self.requests = sorted(requests, key=lambda r: (r.arrival_s, r.id))
-        self.pods = [Pod(index, classes[index]) for index in range(pods)]
+        self.pods = [Pod(index, pod_hw) for index, pod_hw in enumerate(classes)]
         self.hw, self.policy, self.speedup, self.progress = classes[0], policy, speedup, progress
         last = self.requests[-1].arrival_s if self.requests else 0.0
         self.limit_s = drain_limit_s if drain_limit_s is not None else 3 * last + 600.0
@@ -93,7 +104,11 @@ class Engine:
             index = 0
             while index < len(self.requests) or self._events:
                 arrival = self.requests[index].arrival_s if index < len(self.requests) else None
-                if self._events and (arrival is None or self._events[0][0] <= arrival):
+                step = self._events[0][0] if self._events else None
+                if self.timeline.slowdown_due(arrival, step):
+                    now = self.timeline.apply_slowdown(self.pods)
+                    continue
+                if step is not None and (arrival is None or step <= arrival):
                     now, pod = heapq.heappop(self._events)
                     if now > self.limit_s:
                         break
@@ -123,7 +138,8 @@ class Engine:
             await asyncio.sleep(ahead)
 
     async def _arrive(self, request: Request, now: float) -> None:
-        features = [pod_features(pod, request) for pod in self.pods]
+        live = self.pods[: self.timeline.live_count(now)]  # pods join in index order
+        features = [pod_features(pod, request) for pod in live]
         info = RequestInfo(
             request.id,
             request.arrival_s,
@@ -134,13 +150,13 @@ class Engine:
         choice = self.policy.choose(info, features, now)
         if inspect.isawaitable(choice):
             choice = await choice
-        if not isinstance(choice, int) or not 0 <= choice < len(self.pods):
-            raise ValueError(f"policy {self.policy.name} chose pod {choice!r} of {len(self.pods)}")
+        if not isinstance(choice, int) or not 0 <= choice < len(live):
+            raise ValueError(f"policy {self.policy.name} chose pod {choice!r} of {len(live)}")
         if self.regret is not None:  # on the pods as the policy saw them
-            self.regret.measure(self.pods, request, choice, now)
-        self.routes.append((request.arrival_s, choice))
+            self.regret.measure(live, request, choice, now)
+        pod = live[choice]
+        self.routes.append((request.arrival_s, pod.index))
         self._features[request.id] = features[choice]
-        pod = self.pods[choice]
         pod.submit(request, now)
         if pod.step_end_s is None:
             self._schedule(pod, now)

@@ -42,6 +42,13 @@ class PodClassFigures(TypedDict):
     served_ttft_coverage: float | None
 
 
+class ClassShareOverTime(TypedDict):
+    """Per hardware class, its share of the requests routed in each bin of arrival time."""
+
+    bin_s: int  # bin i holds arrivals in [bin_s * i, bin_s * (i + 1)) s
+    classes: dict[str, list[float]]  # class -> share per bin (0 in a bin without arrivals)
+
+
 class RegretMinute(TypedDict):
     minute: int  # arrivals in [60 * minute, 60 * (minute + 1)) s
     p50: float | None  # None when no pick of that minute was measured
@@ -82,6 +89,7 @@ class PolicyMetrics(TypedDict):
     by_pod_class: dict[str, PodClassFigures]  # per hardware class, in pod order
     regret_ms: RegretFigures
     policy: dict[str, float]
+    class_share_over_time: ClassShareOverTime  # per class and 30 s bin of arrival
 
 
 def percentiles(values: Sequence[float]) -> Percentiles:
@@ -218,6 +226,26 @@ def pod_share_per_minute(routes: Sequence[tuple[float, int]], pods: int) -> list
     return [[n / max(sum(row), 1) for n in row] for row in counts]
 
 
+CLASS_SHARE_BIN_S = 30
+
+
+def class_share_over_time(
+    routes: Sequence[tuple[float, int]], class_of: Sequence[str], bin_s: int = CLASS_SHARE_BIN_S
+) -> ClassShareOverTime:
+    """Per class (in order of its first pod; `class_of`: each pod's class) and bin of arrival
+    time (up to the last arrival's), the share of that bin's requests routed to its pods."""
+    classes = list(dict.fromkeys(class_of))
+    column = {name: i for i, name in enumerate(classes)}
+    counts: list[list[int]] = []
+    for arrival_s, pod in routes:
+        slot = int(arrival_s // bin_s)
+        while len(counts) <= slot:
+            counts.append([0] * len(classes))
+        counts[slot][column[class_of[pod]]] += 1
+    shares = {name: [row[i] / max(sum(row), 1) for row in counts] for name, i in column.items()}
+    return {"bin_s": bin_s, "classes": shares}
+
+
 def ttft_per_minute(done: Sequence[Completion]) -> list[Percentiles]:
     """TTFT percentiles per minute of arrival (index = minute, up to the last arrival)."""
     minutes: list[list[float]] = []
@@ -255,4 +283,7 @@ def summarize(result: RunResult) -> PolicyMetrics:
         "by_pod_class": by_pod_class(result),
         "regret_ms": regret_figures(result.regrets),
         "policy": result.policy_summary,
+        "class_share_over_time": class_share_over_time(
+            result.routes, [pod.hw.name for pod in result.pods]
+        ),
     }

@@ -101,7 +101,8 @@ class OraclePolicy(BasePolicy):
         self.pods, self.requests = pods, requests
 
     def choose(self, request: RequestInfo, pods: Sequence[PodFeatures], now_s: float) -> int:
-        search = least_lookahead_ttft(self.pods, self.requests[request.id], now_s)
+        live = self.pods[: len(pods)]  # the pods live now are the first ones (policy_api)
+        search = least_lookahead_ttft(live, self.requests[request.id], now_s)
         self.lookaheads += search.lookaheads
         best, ttfts = search.best_s, search.ttfts_s
         tied = [i for i in range(len(pods)) if ttfts[i] <= best + TIE_S]

@@ -5,7 +5,9 @@
   0.80 after), `tau=0.8` (one filter at 0.80: llm-d's routing-only profile), `tau=0.6`
   (one at 0.6: suggested for multimodal traffic); any `tau=A+B` or `tau=A` works;
 - `noslo`: the picker sees no SLO on any request (headroom is then minus the prediction,
-  so the fastest pods score best), as when the EPP gets no SLO headers.
+  so the fastest pods score best), as when the EPP gets no SLO headers;
+- `noclass`: no `pod_class` in the rows of a mixed pool (what llm-d's EPP sends), as
+  `predicted-latency-noclass`, to compare the other knobs with and without it.
 
 Only the configuration changes: llm-d's algorithm runs as specified (latency_client.pick).
 """
@@ -17,13 +19,14 @@ from dataclasses import dataclass, replace
 from latency_client import PickerConfig
 
 BASE = "predicted-latency"
-HELP = "predicted-latency:KNOB[:KNOB...], KNOB = least|most, tau=0.99+0.8|0.8|0.6, noslo"
+HELP = "predicted-latency:KNOB[:KNOB...], KNOB = least|most, tau=0.99+0.8|0.8|0.6, noslo, noclass"
 
 
 @dataclass(frozen=True, slots=True)
 class Knobs:
     config: PickerConfig
     use_slos: bool
+    pod_class: bool = True
 
 
 def parse(name: str) -> Knobs:
@@ -31,7 +34,7 @@ def parse(name: str) -> Knobs:
     base, _, spec = name.partition(":")
     if base != BASE:
         raise ValueError(f"only {BASE} takes knobs, not {base!r} ({HELP})")
-    config, use_slos = PickerConfig(), True
+    config, use_slos, pod_class = PickerConfig(), True, True
     for knob in filter(None, spec.split(":")):
         if knob == "least":
             config = replace(config, strategy="least")
@@ -39,11 +42,13 @@ def parse(name: str) -> Knobs:
             config = replace(config, strategy="most")
         elif knob == "noslo":
             use_slos = False
+        elif knob == "noclass":
+            pod_class = False
         elif knob.startswith("tau="):
             config = _taus(config, knob.removeprefix("tau="))
         else:
             raise ValueError(f"unknown knob {knob!r} in {name!r} ({HELP})")
-    return Knobs(config, use_slos)
+    return Knobs(config, use_slos, pod_class)
 
 
 def _taus(config: PickerConfig, text: str) -> PickerConfig:

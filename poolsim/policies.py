@@ -140,7 +140,9 @@ def _predicted_variant(name: str, options: PolicyOptions) -> Policy:
     from poolsim.predicted import PredictedLatencyPolicy
 
     knobs = parse(name)
-    return PredictedLatencyPolicy(options, knobs.config, knobs.use_slos, name=name)
+    return PredictedLatencyPolicy(
+        options, knobs.config, knobs.use_slos, name=name, pod_class=knobs.pod_class
+    )
 
 
 # name -> factory; a policy with a real predictor registers here the same way

@@ -11,6 +11,11 @@ predictor's retrain interval is to be scaled by it); the others as fast as the C
 `start`/`close` bracket a run (servers, HTTP clients); `summary` adds figures of the
 policy's own (e.g. coverage of served p90s) to the report. Only the oracle reads the
 simulator's internals, through `attach`.
+
+`attach` gets every pod of the run in index order, those that join the pool later
+included (poolsim.pool_changes); `choose` gets the features of the pods live at that
+instant, which are always the first `len(pods)` of them (pods join in index order), so an
+index means the same pod to a policy for the whole run.
 """
 
 from __future__ import annotations

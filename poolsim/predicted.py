@@ -16,9 +16,11 @@ composite score, as llm-d does, and the fallback is counted.
 In a pool mixing hardware classes (`--hardware h200:4,b200:4`) every row carries our
 `pod_class` (the pod's class), so the models can tell the classes apart; the `-noclass`
 variants (`predicted-latency-noclass`, `latency-first-noclass`) send none, as llm-d's EPP
-does today. A pool of one class sends none either way (the rows llm-d sends). The served
-TTFT p90s are also scored per class of the chosen pod (summary keys
-`served_ttft_coverage@CLASS`, `served_ttft_rows@CLASS`; poolsim.metrics.by_pod_class).
+does today. A pool of one class sends none either way (the rows llm-d sends); a pool that
+becomes mixed when pods join it (`--join`, poolsim.pool_changes) counts as mixed from the
+start, as its pods' classes are known from the pool's spec. The served TTFT p90s are also
+scored per class of the chosen pod (summary keys `served_ttft_coverage@CLASS`,
+`served_ttft_rows@CLASS`; poolsim.metrics.by_pod_class).
 
 Simulated time stands still while a pick waits for a model that is more than
 `max_model_age_s` simulated seconds old (poolsim.model_age says why: a busy machine
@@ -129,8 +131,8 @@ class PredictorPolicy(BasePolicy):
 
     async def choose(self, request: RequestInfo, pods: Sequence[PodFeatures], now_s: float) -> int:
         assert self.client is not None, "start() first"
-        if not self.tpot_slos:
-            self.tpot_slos = [Counter() for _ in pods]
+        while len(self.tpot_slos) < len(pods):  # grows as pods join (poolsim.pool_changes)
+            self.tpot_slos.append(Counter())
         rows = [pod.row(self.with_class) for pod in pods]
         predictions = await self._ask(rows)
         if predictions:

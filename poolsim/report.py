@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from poolsim.pool_changes import PoolChanges
+
 INSTALL_HINT = (
     "--plots needs matplotlib: pip install 'latency-predictor[sim]' "
     "(or pip install 'matplotlib>=3.8')"
@@ -120,10 +122,13 @@ def write_plots(
     results: Mapping[str, PolicyMetrics],
     folder: Path,
     title: str,
+    changes: PoolChanges | None = None,
 ) -> list[Path]:
     """ttft_cdf.png (TTFT CDF per policy), pod_share.png (requests per pod),
-    pod_share_over_time.png (each pod's share per minute, a panel per policy) and
-    regret_per_minute.png (mean decision regret per minute, a line per policy)."""
+    pod_share_over_time.png (each pod's share per minute, a panel per policy),
+    regret_per_minute.png (mean decision regret per minute, a line per policy) and
+    class_share_over_time.png (each hardware class's share per 30 s, a panel per policy,
+    the pool's `changes` marked)."""
     try:
         import matplotlib
 
@@ -139,6 +144,7 @@ def write_plots(
     figures["pod_share_over_time.png"] = _share_over_time(results, title)
     figures["regret_per_minute.png"], ax = plt.subplots(figsize=(7, 4.5))
     _regret_per_minute(ax, results, title)
+    figures["class_share_over_time.png"] = _class_share_over_time(results, title, changes)
     paths = []
     for name, fig in figures.items():
         fig.tight_layout()
@@ -216,6 +222,51 @@ def _share_over_time(results: Mapping[str, PolicyMetrics], title: str) -> Figure
     panels[0].legend(fontsize=7, ncol=2)
     fig.suptitle(f"Per-pod share over time: {title}")
     return fig
+
+
+def _class_share_over_time(
+    results: Mapping[str, PolicyMetrics], title: str, changes: PoolChanges | None
+) -> Figure:
+    import matplotlib.pyplot as plt
+
+    cols = min(3, max(len(results), 1))
+    rows = -(-max(len(results), 1) // cols)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(4.2 * cols, 3.0 * rows), sharex=True, sharey=True, squeeze=False
+    )
+    panels = list(axes.flat)
+    marks = _change_marks(changes)
+    for ax, (name, m) in zip(panels, results.items(), strict=False):
+        over_time = m["class_share_over_time"]
+        for pod_class, shares in over_time["classes"].items():  # a step per 30 s bin
+            if not shares:
+                continue
+            edges = [over_time["bin_s"] * i for i in range(len(shares) + 1)]
+            ax.step(edges, [*shares, shares[-1]], where="post", linewidth=1.2, label=pod_class)
+        for at_s, label, style in marks:
+            ax.axvline(at_s, color="black", linestyle=style, linewidth=1, label=label)
+        ax.set_title(name, fontsize=10)
+        ax.grid(True, alpha=0.3)
+    for ax in axes[-1]:
+        ax.set_xlabel("second of arrival (30 s bins)")
+    for index in range(len(results), len(panels)):  # an empty panel: the one above is last
+        panels[index].set_visible(False)
+        panels[index - cols].xaxis.set_tick_params(labelbottom=True)
+        panels[index - cols].set_xlabel("second of arrival (30 s bins)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("share of requests")
+    panels[0].legend(fontsize=7, ncol=2)
+    fig.suptitle(f"Per-class share over time: {title}")
+    return fig
+
+
+def _change_marks(changes: PoolChanges | None) -> list[tuple[float, str, str]]:
+    """(time, legend label, line style) per join (dashed) and slowdown (dotted)."""
+    if changes is None:
+        return []
+    marks = [(j.at_s, f"+{j.count} {j.hw.name}", "--") for j in changes.joins]
+    marks += [(s.at_s, f"{s.class_name} x{s.factor:g} slower", ":") for s in changes.slowdowns]
+    return marks
 
 
 def _regret_per_minute(ax: Axes, results: Mapping[str, PolicyMetrics], title: str) -> None:

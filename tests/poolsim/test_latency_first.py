@@ -56,6 +56,9 @@ def test_knob_names_become_llm_ds_configuration() -> None:
     policy = make_policy("predicted-latency:most:tau=0.6", 1)
     assert isinstance(policy, PredictedLatencyPolicy) and policy.name.endswith("tau=0.6")
     assert policy.config.strategy == "most" and policy.use_slos
+    assert parse("predicted-latency:most").pod_class
+    without = make_policy("predicted-latency:most:noclass", 1)
+    assert isinstance(without, PredictedLatencyPolicy) and not without.sends_pod_class
 
 
 @pytest.mark.parametrize(
