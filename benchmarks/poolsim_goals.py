@@ -17,7 +17,7 @@ import statistics
 
 from benchmarks.poolsim_tables import Doc, mean, values
 
-BASELINES = ("round-robin", "least-requests", "heuristic", "token-load")
+BASELINES = ("round-robin", "least-requests", "heuristic", "token-load", "token-load-per-class")
 OURS = "latency-first"
 FAIR_SHARE_GOAL = 0.5
 P50_SLACK = 0.10
@@ -88,6 +88,12 @@ def _secondary(docs: list[Doc]) -> list[str]:
         f"- lowest pod share: {lowest_share:.2f}x the fair share (goal >= {FAIR_SHARE_GOAL}x "
         "on chat and ramp)",
     ]
+    within = lowest_within_class(docs)
+    if within is not None:
+        lines.append(
+            f"- lowest pod share within its hardware class: {within:.2f}x that class's mean "
+            f"(goal >= {FAIR_SHARE_GOAL}x)"
+        )
     if hits and max(hits) > 0:
         lines.append(
             f"- prefix hit rate per pod: lowest {min(hits):.0%}, mean {statistics.mean(hits):.0%}"
@@ -138,3 +144,21 @@ def summary_table(runs: dict[str, list[Doc]]) -> str:
             f"| {_cell(docs, 'oracle', slo, True)} | {' / '.join(verdicts)} |"
         )
     return "\n".join(lines)
+
+
+def lowest_within_class(docs: list[Doc]) -> float | None:
+    """latency-first's lowest pod share over the mean share of its class's pods, over the
+    runs; None for a pool of one class (the fair-share line covers it)."""
+    lowest: float | None = None
+    for doc in docs:
+        classes = doc.get("pod_classes") or []
+        shares = doc["policies"][OURS]["pod_share"]
+        if len(set(classes)) < 2 or len(classes) != len(shares):
+            continue
+        for name in set(classes):
+            mine = [s for s, c in zip(shares, classes, strict=True) if c == name]
+            mean_share = statistics.mean(mine)
+            if mean_share > 0:
+                ratio = min(mine) / mean_share
+                lowest = ratio if lowest is None else min(lowest, ratio)
+    return lowest

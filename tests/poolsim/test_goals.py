@@ -73,3 +73,19 @@ def test_summary_has_a_line_per_workload_with_both_verdicts() -> None:
     lines = summary_table(runs).splitlines()[2:]
     assert lines[0].startswith("| mixed | token-load | 205 (200-210) | 155 (150-160) |")
     assert lines[0].endswith("| WIN / WIN |") and lines[1].endswith("| LOSS / LOSS |")
+
+
+def test_token_load_per_class_counts_as_a_baseline_and_shares_are_judged_per_class() -> None:
+    """On a mixed pool the per-class token-load is the baseline to beat when it is best, and
+    the fair-share line compares each pod with its own class's pods."""
+    runs = docs([150, 155, 160], [200, 205, 210], [100, 105, 110])
+    for doc in runs:
+        doc["policies"]["token-load-per-class"] = policy(120.0, 0.999)
+        doc["pod_classes"] = ["h200", "h200", "b200"]
+        doc["policies"]["latency-first"]["pod_share"] = [0.05, 0.15, 0.8]
+    text = goal_check(runs)
+    assert text is not None
+    assert "best baseline token-load-per-class" in text.splitlines()[0]
+    assert "LOSS" in text.splitlines()[0]
+    # h200 pods 0.05 and 0.15 (their mean 0.10): the lowest is 0.5x; b200 alone 1.0x
+    assert "0.50x that class's mean" in text
