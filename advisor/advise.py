@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import httpx
 import numpy as np
 
+from advisor.classes import ClassPool, for_simulation, labels, policies_for, read_classes
 from advisor.cost import sidecar_cost
-from advisor.fit import FitReport, check_fit
+from advisor.fit import FitReport, check_fit, merged
 from advisor.options import Options
 from advisor.profile import Profile, RateCurve, output_model, output_tokens, profile
 from advisor.progress import Progress
@@ -19,7 +20,7 @@ from advisor.rows import StoreError, StoreRows, read_rows, safe_url
 from advisor.simulate import Runner, Simulation, simulate_all
 from advisor.verdict import data_gaps, decide
 from advisor.workload import Plan, build_requests, make_plan, sizes_of
-from poolsim.hardware import hardware
+from poolsim.reconstruct import OutputModel
 
 
 class AdviseError(Exception):
@@ -46,23 +47,46 @@ def _read(options: Options, progress: Progress) -> StoreRows:
         raise AdviseError(str(exc)) from None
 
 
+def _fit(options: Options, rows: StoreRows, pool: ClassPool, outputs: OutputModel) -> FitReport:
+    """The pod model against the rows: when the classes came from the rows, each simulated
+    class on its rebuilt constants against its own rows; else the one class against every
+    row, as before classes were read."""
+    if not pool.from_rows:
+        return check_fit(rows, pool.classes[0].hardware, outputs, options.fit_rows)
+    named = labels(rows, options)
+    checked = [c for c in pool.classes if c.rows and c.pods]
+    reports = [
+        check_fit(rows.subset(named == c.label), c.hardware, outputs, options.fit_rows, c.label)
+        for c in checked
+    ]
+    return merged(", ".join(c.label for c in checked) or "no simulated class has rows", reports)
+
+
 def _simulate(
-    options: Options, rows: StoreRows, prof: Profile, progress: Progress
-) -> tuple[Plan, Simulation]:
-    hw = hardware(options.hardware)
-    plan = make_plan(prof, options.pods, options.slos, options.sim_seconds, options.speedup)
+    options: Options, rows: StoreRows, prof: Profile, pool: ClassPool, progress: Progress
+) -> tuple[Plan, ClassPool, Simulation]:
+    given = sum(1 for c in pool.classes if c.pods)
+    plan = make_plan(
+        prof, options.pods, options.slos, options.sim_seconds, options.speedup, min_pods=given
+    )
+    pool = for_simulation(pool, plan.sim_pods)
+    names, left_out = policies_for(options.policies, pool)
+    for note in left_out:
+        progress.note(note)
+    pool = replace(pool, notes=pool.notes + left_out)
     sizes = sizes_of(rows)
-    runner = Runner(plan, hw, progress)
+    pods = pool.pods()
+    runner = Runner(plan, pods, progress)
     try:
         sim = simulate_all(
-            options.policies,
+            names,
             options.seeds,
-            lambda seed: build_requests(sizes, prof, plan, hw, seed),
+            lambda seed: build_requests(sizes, prof, plan, pods, seed),
             runner,
         )
     except (RuntimeError, TimeoutError, ValueError, httpx.HTTPError) as exc:
         raise AdviseError(f"the simulation failed: {exc}") from None
-    return plan, sim
+    return plan, pool, sim
 
 
 def advise(options: Options, progress: bool = True) -> Advised:
@@ -73,14 +97,19 @@ def advise(options: Options, progress: bool = True) -> Advised:
     prof = profile(rows)
     fit: FitReport | None = None
     plan: Plan | None = None
+    pool: ClassPool | None = None
     sim: Simulation | None = None
     fit_s = simulate_s = 0.0
     if not data_gaps(prof):
         notes.note(f"{prof.rows:,} rows over {prof.minutes:.1f} min; fitting the pod model")
         fit_started = time.perf_counter()
-        fit = check_fit(rows, hardware(options.hardware), output_model(rows), options.fit_rows)
+        outputs = output_model(rows)
+        pool = read_classes(rows, options, outputs)
+        if pool.from_rows:
+            notes.note(f"hardware classes from the rows: {pool.label}, speeds from the rows")
+        fit = _fit(options, rows, pool, outputs)
         fit_s = time.perf_counter() - fit_started
-        plan, sim = _simulate(options, rows, prof, notes)
+        plan, pool, sim = _simulate(options, rows, prof, pool, notes)
         simulate_s = sim.wall_s
     verdict = decide(prof, fit, sim)
     advice = Advice(
@@ -89,6 +118,7 @@ def advise(options: Options, progress: bool = True) -> Advised:
         seeds=options.seeds,
         profile=prof,
         fit=fit,
+        classes=pool,
         plan=plan,
         simulation=sim,
         verdict=verdict,

@@ -1,7 +1,7 @@
 """`latency-predictor advise`: should this pool turn predicted-latency routing on?
 
     latency-predictor advise --db URL --pods N [--hours 6] [--slo-ttft-ms X --slo-tpot-ms Y]
-        [--seeds 0,1,2] [--json OUT] [--plots DIR]
+        [--seeds 0,1,2] [--json OUT] [--plots DIR] [--hardware h200|h200:2,b200:2]
 
 Reads the newest --hours of the store's rows read-only, profiles the traffic, checks the
 simulator's pod model against the rows, rebuilds a workload of the same shape for a pool
@@ -9,7 +9,10 @@ of --pods pods and serves it under the heuristics, the predictor policies (our r
 servers in the loop) and the oracle, then prints one screen: the figures per policy with
 the seeds' range, the verdict (enable / little-gain / not-enough-data) with its confidence,
 the expected change, the reason and the sidecars' cost. --json pointed at the trainer's
-advice file (LATENCY_ADVICE_FILE) puts the answer on its dashboard (GET /advice). Exit 0
+advice file (LATENCY_ADVICE_FILE) puts the answer on its dashboard (GET /advice). Rows that
+name their hardware class (`pod_class`) make a pool of those classes, their speeds read
+from the rows (advisor.classes); `--hardware CLASS:COUNT,...` sets the pods per class (and
+--pods to their sum); `--hardware CLASS`, the class of rows that name none. Exit 0
 with an answer (also not-enough-data), 1 when the store cannot be read or a server fails,
 2 on a usage error.
 """
@@ -51,7 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--db", metavar="URL", help="the trainer's store (LATENCY_DB_URL)")
     source.add_argument("--training-url", metavar="URL", help="not supported: " + NO_EXPORT[16:])
-    parser.add_argument("--pods", type=int, required=True, help="pods in the pool to advise on")
+    parser.add_argument(
+        "--pods",
+        type=int,
+        help="pods in the pool to advise on (required; with --hardware counts, their sum)",
+    )
     parser.add_argument(
         "--pool",
         type=pool_name,
@@ -72,7 +79,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--plots", metavar="DIR", help="write ttft_cdf.png and traffic.png")
     parser.add_argument("--policies", default=DEFAULT_POLICIES, help=f"({DEFAULT_POLICIES})")
-    parser.add_argument("--hardware", default="h200", help="the simulated pod class (h200)")
+    parser.add_argument(
+        "--hardware",
+        default="h200",
+        help="CLASS: the class of rows without a pod_class, and the pool's when no row names "
+        "one (h200); CLASS:COUNT[,CLASS:COUNT...]: the pods of each class (--pods defaults to "
+        "their sum), their speeds still read from the rows of that class",
+    )
     parser.add_argument(
         "--sim-seconds", type=float, default=0.0, help="simulated seconds of arrivals (0: auto)"
     )
@@ -145,6 +158,27 @@ def _json_usage(value: str | None, pool: str | None) -> None:
         raise UsageProblem(f"--json {value}{which}: {POOL_PLACEHOLDER} needs --pool NAME")
 
 
+def _hardware(args: argparse.Namespace) -> tuple[tuple[str, int], ...]:
+    """--hardware's counts (() for one class); sets args.pods to their sum."""
+    from poolsim.hardware import HARDWARE, HardwareSpecError, parse_hardware
+
+    if ":" not in args.hardware:
+        if args.hardware not in HARDWARE:
+            raise UsageProblem(f"--hardware: one of {', '.join(HARDWARE)}")
+        if args.pods is None:
+            raise UsageProblem("--pods is required (or --hardware CLASS:COUNT,...)")
+        return ()
+    try:
+        pool = parse_hardware(args.hardware, args.pods)
+    except HardwareSpecError as exc:
+        raise UsageProblem(str(exc)) from None
+    args.pods = len(pool)
+    counts: dict[str, int] = {}
+    for hw in pool:  # in the flag's order
+        counts[hw.name] = counts.get(hw.name, 0) + 1
+    return tuple(counts.items())
+
+
 def _positive(args: argparse.Namespace) -> None:
     if args.pods < 1:
         raise UsageProblem("--pods must be at least 1")
@@ -162,12 +196,10 @@ def check(args: argparse.Namespace) -> Options:
     if args.training_url:
         raise UsageProblem(NO_EXPORT)
     _json_usage(args.json, args.pool)
+    counts = _hardware(args)
     _positive(args)
-    from poolsim.hardware import HARDWARE
     from poolsim.report import INSTALL_HINT, matplotlib_available
 
-    if args.hardware not in HARDWARE:
-        raise UsageProblem(f"--hardware: one of {', '.join(HARDWARE)}")
     if args.plots and not matplotlib_available():
         raise UsageProblem(INSTALL_HINT)
     return Options(
@@ -177,11 +209,12 @@ def check(args: argparse.Namespace) -> Options:
         slos=(args.slo_ttft_ms, args.slo_tpot_ms),
         seeds=_seeds(args.seeds),
         policies=_policies(args.policies),
-        hardware=args.hardware,
+        hardware=counts[0][0] if counts else args.hardware,
         sim_seconds=args.sim_seconds or None,
         speedup=args.speedup or None,
         fit_rows=args.fit_rows,
         pool=args.pool,
+        counts=counts,
     )
 
 

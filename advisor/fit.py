@@ -41,6 +41,7 @@ class FitCell:
     rows: int
     measured_ms: float  # median
     simulated_ms: float  # median
+    pod_class: str = ""  # the class whose rows these are ("": the whole store)
 
     @property
     def error(self) -> float:
@@ -85,11 +86,19 @@ def trace_rows(rows: StoreRows) -> list[dict[str, float]]:
 
 
 def check_fit(
-    rows: StoreRows, hw: Hardware, outputs: OutputModel, count: int = FIT_ROWS
+    rows: StoreRows, hw: Hardware, outputs: OutputModel, count: int = FIT_ROWS, pod_class: str = ""
 ) -> FitReport:
+    """`hw` against `rows` (of one class when `pod_class` names it: the cells say so)."""
     sample = sample_rows(trace_rows(rows), count, seed=SAMPLE_SEED)
     fits = compare("store", sample, hw, seed=0, outputs=outputs)
     cells = tuple(
-        FitCell(f.target, f.band, f.rows, f.recorded_median, f.simulated_median) for f in fits
+        FitCell(f.target, f.band, f.rows, f.recorded_median, f.simulated_median, pod_class)
+        for f in fits
     )
     return FitReport(hw.name, len(sample), cells)
+
+
+def merged(name: str, reports: list[FitReport]) -> FitReport:
+    """One report of several classes' (each cell keeps its class)."""
+    cells = tuple(cell for report in reports for cell in report.cells)
+    return FitReport(name, sum(report.rows_checked for report in reports), cells)

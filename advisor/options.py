@@ -14,8 +14,11 @@ class Options:
     slos: tuple[float | None, float | None]
     seeds: tuple[int, ...]
     policies: tuple[str, ...]
-    hardware: str
+    hardware: str  # the class of rows without a pod_class (and of the pool they make)
     sim_seconds: float | None  # None: sized to the time budget (advisor.workload)
     speedup: float | None
     fit_rows: int
     pool: str | None = None  # None: the rows of every pool in the store
+    # --hardware CLASS:COUNT,...: the pool's pods per class, in order; (): split by the
+    # rows' classes (advisor.classes)
+    counts: tuple[tuple[str, int], ...] = ()

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from poolsim.hardware import is_mixed
 from poolsim.policy_api import Observation, PodFeatures, Policy, PolicyOptions, RequestInfo
 from poolsim.predictor_servers import LocalPredictor
 from poolsim.request import Request
@@ -33,15 +34,19 @@ READY_TIMEOUT_S = 30.0
 
 class Recording:
     """A policy that also keeps the training rows the EPP would send for its requests, and
-    each row's request arrival (simulated seconds)."""
+    each row's request arrival (simulated seconds). In a pool mixing hardware classes the
+    rows carry `pod_class`, as our predictor policies send it there (poolsim.predicted), so
+    a predictor warmed on them, or a store filled with them, knows each row's class."""
 
     def __init__(self, inner: Policy) -> None:
         self.inner = inner
         self.name, self.paced = inner.name, inner.paced
         self.rows: list[TrainingRow] = []
         self.arrival_s: list[float] = []
+        self.with_class = False  # set by attach(): the pool is mixed
 
     def attach(self, pods: Sequence[Pod], requests: Mapping[int, Request]) -> None:
+        self.with_class = is_mixed([pod.hw for pod in pods])
         self.inner.attach(pods, requests)
 
     async def start(self, speedup: float | None) -> None:
@@ -53,7 +58,7 @@ class Recording:
         return self.inner.choose(request, pods, now_s)
 
     def observe(self, observation: Observation) -> Awaitable[None] | None:
-        rows = observation.training_rows()
+        rows = observation.training_rows(pod_class=self.with_class)
         self.rows.extend(rows)
         self.arrival_s.extend([observation.completion.request.arrival_s] * len(rows))
         return self.inner.observe(observation)

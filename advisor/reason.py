@@ -74,7 +74,7 @@ def _room(sim: Simulation, c: Comparison) -> str | None:
 
 def _mechanism(profile: Profile, sim: Simulation, c: Comparison) -> str | None:
     """Why queue-length heuristics lose on wide sizes, when the runs show it."""
-    if profile.input_tokens.p99_over_p50 < WIDE_SIZES or c.baseline != "token-load":
+    if profile.input_tokens.p99_over_p50 < WIDE_SIZES or not c.baseline.startswith("token-load"):
         return None
     plain = [sim.get(name) for name in ("heuristic", "round-robin")]
     worst = [r for p in plain if p and (r := figure_range(p, "ttft_p90")) is not None]

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from advisor.class_report import class_json, class_lines
+from advisor.classes import ClassPool
 from advisor.cost import Cost
 from advisor.fit import ERROR_LIMIT, FitReport
 from advisor.profile import ASSUMED_OUTPUT, Profile, Spread
@@ -33,6 +35,7 @@ class Advice:
     seeds: tuple[int, ...]
     profile: Profile
     fit: FitReport | None
+    classes: ClassPool | None  # the simulated pool's hardware classes
     plan: Plan | None
     simulation: Simulation | None
     verdict: Verdict
@@ -84,13 +87,16 @@ def fit_lines(fit: FitReport) -> list[str]:
         f"pod model {fit.hardware} vs {fit.rows_checked} rebuilt rows (simulated / "
         f"measured median - 1; * = off by more than {ERROR_LIMIT:.0%}):"
     ]
-    for target in ("ttft", "tpot"):
-        cells = [c for c in fit.cells if c.target == target]
-        if cells:
-            text = ", ".join(
-                f"{c.band} {c.error:+.0%}{'*' if c in fit.off else ''} (n={c.rows})" for c in cells
-            )
-            lines.append(f"          {target.upper()}: {text}")
+    for pod_class in dict.fromkeys(c.pod_class for c in fit.cells):  # per class, in order
+        for target in ("ttft", "tpot"):
+            cells = [c for c in fit.cells if c.target == target and c.pod_class == pod_class]
+            if cells:
+                text = ", ".join(
+                    f"{c.band} {c.error:+.0%}{'*' if c in fit.off else ''} (n={c.rows})"
+                    for c in cells
+                )
+                of = f"{pod_class} " if pod_class else ""
+                lines.append(f"          {of}{target.upper()}: {text}")
     return lines
 
 
@@ -156,6 +162,8 @@ def screen(a: Advice) -> str:
         f"requests) over {p.minutes:.1f} minutes",
         *traffic_lines(a),
     ]
+    if a.classes is not None:
+        lines += class_lines(a.classes)
     if a.fit is not None:
         lines += fit_lines(a.fit)
     if a.simulation is not None and a.plan is not None:
@@ -222,6 +230,7 @@ def document(a: Advice) -> dict[str, Any]:
             "cells": [{**asdict(c), "error": c.error, "judged": c.judged} for c in a.fit.cells],
             "off": [asdict(c) for c in a.fit.off],
         },
+        "classes": class_json(a.classes),
         "simulation": None
         if sim is None or a.plan is None
         else {

@@ -10,18 +10,21 @@ transaction. A store that cannot be opened or has no `samples` table raises Stor
 The window is the newest `hours` of the rows' `timestamp` (the EPP's, or the arrival time
 when it sent none), counted back from the newest row, not from now: a store that stopped
 receiving yesterday is still read. At most MAX_ROWS rows, the newest by id.
+
+`pod_class` (our optional hardware label, docs/api.md 2.1, migration 0005) is read when the
+store has the column; a row without one, or a store from before it, reads "".
 """
 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
 import numpy as np
-from sqlalchemy import Connection, Engine, create_engine, func, inspect, select, text
+from sqlalchemy import Connection, Engine, create_engine, func, inspect, literal, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
@@ -41,6 +44,7 @@ COLUMNS = (
     "actual_ttft_ms",
     "actual_tpot_ms",
 )
+CLASS_COLUMN = "pod_class"  # optional: stores migrated before 0005 lack it
 CONNECT_TIMEOUT_S = 10
 
 
@@ -66,9 +70,21 @@ class StoreRows:
     prefill_in_flight: np.ndarray
     ttft_ms: np.ndarray
     tpot_ms: np.ndarray
+    pod_class: np.ndarray | None = None  # str per row ("" none); None: no row has one
 
     def __len__(self) -> int:
         return len(self.timestamp_s)
+
+    def classes(self) -> np.ndarray:
+        """Each row's pod_class, "" where it has none."""
+        if self.pod_class is None:
+            return np.full(len(self), "", dtype=object)
+        return self.pod_class
+
+    def subset(self, keep: np.ndarray) -> StoreRows:
+        """The rows where `keep` (a boolean mask) is true, every column alike."""
+        columns = {f.name: getattr(self, f.name) for f in fields(self)}
+        return replace(self, **{k: v[keep] for k, v in columns.items() if v is not None})
 
     @property
     def measures_ttft(self) -> np.ndarray:
@@ -136,9 +152,14 @@ def _aware(value: datetime) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
+def _has_class(conn: Connection) -> bool:
+    return any(col["name"] == CLASS_COLUMN for col in inspect(conn).get_columns("samples"))
+
+
 def _columns(
     conn: Connection, hours: float, max_rows: int, pool: str | None
 ) -> list[tuple[object, ...]]:
+    """The rows' COLUMNS, then their pod_class ("" in a store without the column)."""
     c = samples.c
     in_pool = [] if pool is None else [c.pool == pool]
     newest = conn.execute(select(func.max(c.timestamp)).where(*in_pool)).scalar()
@@ -147,8 +168,9 @@ def _columns(
     cutoff = _aware(newest) - timedelta(hours=hours)
     if conn.dialect.name == "sqlite":  # stored naive (UTC); compared as text
         cutoff = cutoff.replace(tzinfo=None)
+    label = c[CLASS_COLUMN] if _has_class(conn) else literal("")
     stmt = (
-        select(*(c[name] for name in COLUMNS))
+        select(*(c[name] for name in COLUMNS), label)
         .where(c.timestamp >= cutoff, *in_pool)
         .order_by(c.id.desc())
         .limit(max_rows)
@@ -158,7 +180,10 @@ def _columns(
 
 def _arrays(rows: list[tuple[object, ...]]) -> StoreRows:
     times = np.array([_aware(r[0]).timestamp() for r in rows], dtype=np.float64)  # type: ignore[arg-type]
-    numeric = np.array([r[1:] for r in rows], dtype=np.float64).reshape(len(rows), len(COLUMNS) - 1)
+    numeric = np.array([r[1:-1] for r in rows], dtype=np.float64).reshape(
+        len(rows), len(COLUMNS) - 1
+    )
+    labels = np.array([str(r[-1] or "") for r in rows], dtype=object)
     order = np.argsort(times, kind="stable")
     col = {name: numeric[order, i] for i, name in enumerate(COLUMNS[1:])}
     return StoreRows(
@@ -172,6 +197,7 @@ def _arrays(rows: list[tuple[object, ...]]) -> StoreRows:
         prefill_in_flight=col["prefill_tokens_in_flight"],
         ttft_ms=col["actual_ttft_ms"],
         tpot_ms=col["actual_tpot_ms"],
+        pod_class=labels[order] if any(labels) else None,
     )
 
 

@@ -7,7 +7,8 @@ first of them also records the training rows that warm the shared predictor
 (advisor.predictor); then the predictor policies run paced at the plan's speedup. No
 decision regret is measured (its look-aheads would double the time). A run stops DRAIN_S
 simulated seconds after its last arrival: requests still in flight then are unfinished
-(an SLO miss). Figures count the requests that arrived after the plan's warm-up.
+(an SLO miss). Figures count the requests that arrived after the plan's warm-up. The pods
+may be of several hardware classes (advisor.classes: the Runner's pool, one per pod).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from poolsim.request import Request
 PREDICTOR_POLICIES = ("predicted-latency", "latency-first")
 BASELINES = ("heuristic", "token-load", "round-robin")
 DEFAULT_POLICIES = (*BASELINES, *PREDICTOR_POLICIES, "oracle")
+# a baseline too when run: advise adds it for a pool mixing hardware classes (advisor.classes)
+VERDICT_BASELINES = (*BASELINES, "token-load-per-class")
 DRAIN_S = 60.0
 MIN_WARM_ROWS = 20  # the trainer's first model (a running p90) needs 10 per target
 
@@ -93,10 +96,11 @@ def scored_figures(
 
 @dataclass
 class Runner:
-    """One advice's runs: the plan, the hardware, the progress, the shared predictor."""
+    """One advice's runs: the plan, each simulated pod's class, the progress, the shared
+    predictor."""
 
     plan: Plan
-    hw: Hardware
+    pool: Sequence[Hardware]  # plan.sim_pods of them
     progress: Progress
     shared: SharedPredictor | None = None
 
@@ -105,8 +109,8 @@ class Runner:
         bar = self.progress.bar(label, last)
         engine = Engine(
             requests,
-            self.plan.sim_pods,
-            self.hw,
+            len(self.pool),
+            list(self.pool),
             policy,
             speedup=self.plan.speedup if policy.paced else None,
             drain_limit_s=last + DRAIN_S,

@@ -2,10 +2,11 @@
 
 - `not-enough-data`: fewer than MIN_ROWS rows or under MIN_MINUTES of traffic (decided
   before anything is simulated; the reason names what is missing).
-- TTFT p90: the baseline (heuristic, token-load, round-robin) with the lowest mean over the
-  seeds against the predictor policy (predicted-latency, latency-first) with the lowest.
-  A win when the predictor's mean is lower by more than the seeds' spread (the wider of
-  the two policies' max - min) and by at least MIN_TTFT_GAIN (5 %).
+- TTFT p90: the baseline (heuristic, token-load, round-robin, and token-load-per-class
+  when it ran: a pool mixing hardware classes) with the lowest mean over the seeds against
+  the predictor policy (predicted-latency, latency-first) with the lowest. A win when the
+  predictor's mean is lower by more than the seeds' spread (the wider of the two
+  policies' max - min) and by at least MIN_TTFT_GAIN (5 %).
 - SLO attainment (only with --slo flags): the baseline and the predictor policy with the
   highest mean. A win when the predictor's is higher by at least MIN_SLO_GAIN (1 point)
   and the ranges do not overlap (its worst seed above the baseline's best).
@@ -24,7 +25,7 @@ from typing import Literal
 
 from advisor.fit import ERROR_LIMIT, FitReport
 from advisor.profile import Profile
-from advisor.simulate import BASELINES, PolicyRuns, Simulation, is_predictor
+from advisor.simulate import VERDICT_BASELINES, PolicyRuns, Simulation, is_predictor
 
 MIN_ROWS = 1000
 MIN_MINUTES = 10.0
@@ -106,7 +107,7 @@ def _best(runs: Sequence[PolicyRuns], figure: Figure, lowest: bool) -> tuple[str
 
 def compare(sim: Simulation, figure: Figure) -> Comparison | None:
     lowest = figure == "ttft_p90"
-    base = _best([p for p in sim.policies if p.name in BASELINES], figure, lowest)
+    base = _best([p for p in sim.policies if p.name in VERDICT_BASELINES], figure, lowest)
     pred = _best([p for p in sim.policies if is_predictor(p.name)], figure, lowest)
     if base is None or pred is None:
         return None
@@ -124,8 +125,9 @@ def confidence(profile: Profile, fit: FitReport | None) -> tuple[Confidence, tup
     reasons = []
     if fit is not None:
         for cell in fit.off:
+            of = f"{cell.pod_class} " if cell.pod_class else ""
             reasons.append(
-                f"the simulated pod's {cell.target.upper()} median is off by "
+                f"the simulated {of}pod's {cell.target.upper()} median is off by "
                 f"{cell.error:+.0%} for prompts {cell.band} ({cell.rows} rows; limit "
                 f"{ERROR_LIMIT:.0%})"
             )

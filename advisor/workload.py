@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,9 +79,11 @@ def make_plan(
     slos: tuple[float | None, float | None],
     duration_s: float | None = None,
     speedup: float | None = None,
+    min_pods: int = 1,
 ) -> Plan:
-    """The simulation's size (see the module docstring); `duration_s` / `speedup` override."""
-    sim_pods = sim_pod_count(profile, pods)
+    """The simulation's size (see the module docstring); `duration_s` / `speedup` override;
+    at least `min_pods` simulated pods (of --pods): a pod for each hardware class."""
+    sim_pods = max(sim_pod_count(profile, pods), min(min_pods, pods))
     scale = sim_pods / pods
     window_s = max(profile.minutes * 60.0, 1.0)
     rate_s = max(profile.rate.per_second * scale, 1e-6)
@@ -141,8 +144,12 @@ def _group_weights(groups: int) -> list[float]:
 
 
 def build_requests(
-    sizes: Sizes, profile: Profile, plan: Plan, hw: Hardware, seed: int
+    sizes: Sizes, profile: Profile, plan: Plan, pool: Hardware | Sequence[Hardware], seed: int
 ) -> list[Request]:
+    """The requests of one seed for `pool` (one class, or each pod's class): sized to fit
+    every class's max_model_len."""
+    classes = [pool] if isinstance(pool, Hardware) else list(pool)
+    hw = min(classes, key=lambda c: c.max_model_len)
     rng = random.Random(seed)
     times = arrivals(profile, plan, rng)
     groups = GROUPS_PER_POD * plan.sim_pods

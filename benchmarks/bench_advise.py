@@ -1,7 +1,8 @@
 """`latency-predictor advise` on real stores, against what `simulate` measures directly.
 
     .venv/bin/python -m benchmarks.bench_advise [--parts traces,workloads,timing]
-        [--pods 4] [--seeds 0,1,2] [--sim-duration 300] [--core 0]
+        [--pods 4] [--hardware h200|h200:2,b200:2] [--workloads chat,mixed] [--seeds 0,1,2]
+        [--sim-duration 300] [--core 0]
 
 - traces: each shipped H200 trace (benchmarks/traces/, read through poolsim.reconstruct's
   loader) becomes a store through a real trainer (SQLite, /add_training_data_bulk), its
@@ -12,6 +13,10 @@
   them), stamped with its arrival, fill a store; advise on it; then `simulate` on the same
   workload, pods, policies and seeds (--sim-duration s), and both expected changes (the
   best predictor policy against the best heuristic, advisor.verdict's rule) side by side.
+  --hardware h200:2,b200:2 serves them on a mixed pool (poolsim.hardware.parse_hardware;
+  --pods then defaults to the counts' sum): the rows carry each pod's `pod_class`, advise
+  gets only --pods (it reads the classes from the rows), and `simulate` gets the same
+  --hardware and runs token-load-per-class too, as advise adds it for a mixed pool.
 - timing: a 10,000-row store (the `mixed` rows, sampled over its 11 minutes) answered by
   advise pinned to one core (taskset -c --core, which its servers inherit); goal <= 120 s.
 
@@ -40,7 +45,7 @@ from advisor.verdict import Comparison, compare
 from benchmarks.common import say
 from devkit.stores import fill_through_trainer
 from poolsim.engine import Engine
-from poolsim.hardware import H200
+from poolsim.hardware import Hardware, HardwareSpecError, is_mixed, parse_hardware
 from poolsim.policies import make_policy
 from poolsim.reconstruct import TRACES, load_rows
 from poolsim.workloads import generate
@@ -49,7 +54,6 @@ START = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 SLOS = {"chat": ("300", "40"), "mixed": ("1000", "60")}  # chat's own; mixed: its medium size
 WORKLOAD_S = 660.0  # 11 minutes of arrivals: past advise's 10-minute minimum
 TIMING_ROWS = 10_000
-POLICIES = ",".join(DEFAULT_POLICIES)
 Row = dict[str, Any]
 
 
@@ -62,11 +66,12 @@ def trace_store_rows(name: str, minutes: float = 12.0) -> list[Row]:
     ]
 
 
-def workload_rows(workload: str, pods: int, seed: int = 0) -> list[Row]:
-    """The training rows of a heuristic-routed run, each stamped with its arrival."""
+def workload_rows(workload: str, pool: list[Hardware], seed: int = 0) -> list[Row]:
+    """The training rows of a heuristic-routed run on `pool` (each pod's class), each
+    stamped with its arrival; a mixed pool's rows carry pod_class (advisor.predictor)."""
     recording = Recording(make_policy("heuristic", seed))
-    requests = generate(workload, pods, WORKLOAD_S, seed)
-    asyncio.run(Engine(requests, pods, H200, recording, regret=False).run())
+    requests = generate(workload, len(pool), WORKLOAD_S, seed)
+    asyncio.run(Engine(requests, len(pool), pool, recording, regret=False).run())
     return [
         {**row, "timestamp": (START + timedelta(seconds=t)).isoformat()}
         for row, t in sorted(
@@ -159,8 +164,16 @@ def simulate_answer(per_seed: list[dict[str, Any]]) -> Answer:
     return Answer("enable" if win else "little-gain", ttft, slo)
 
 
+def policies(pool: list[Hardware]) -> str:
+    """advise's default policies on `pool`: token-load-per-class after token-load when mixed."""
+    names = list(DEFAULT_POLICIES)
+    if is_mixed(pool):
+        names.insert(names.index("token-load") + 1, "token-load-per-class")
+    return ",".join(names)
+
+
 def simulate(
-    workload: str, pods: int, seeds: list[int], duration: float, folder: Path
+    workload: str, args: argparse.Namespace, seeds: list[int], folder: Path
 ) -> tuple[Answer, float]:
     docs, wall = [], 0.0
     for seed in seeds:
@@ -173,11 +186,13 @@ def simulate(
             "--workload",
             workload,
             "--pods",
-            str(pods),
+            str(args.pods),
+            "--hardware",
+            args.hardware,
             "--duration",
-            f"{duration:g}",
+            f"{args.sim_duration:g}",
             "--policies",
-            POLICIES,
+            policies(args.pool),
             "--seed",
             str(seed),
             "--json",
@@ -218,6 +233,18 @@ def fit_text(doc: dict[str, Any]) -> str:
     return f"{shown}, {len(fit['off'])} cells off"
 
 
+def classes_text(doc: dict[str, Any]) -> str:
+    """The pool advise rebuilt from the rows' classes, with each class's speed factors."""
+    classes = doc.get("classes")
+    if not classes or not classes["from_rows"]:
+        return ""
+    each = ", ".join(
+        f"{c['label']} x{c['speeds']['compute']:.2f}/x{c['speeds']['memory']:.2f}"
+        for c in classes["per_class"]
+    )
+    return f"; pool {classes['pool']} (compute/memory: {each})"
+
+
 HEADER = [
     "| store | source | verdict | TTFT p90: best predictor vs best heuristic | SLO attainment"
     " | notes |",
@@ -243,20 +270,20 @@ def part_traces(args: argparse.Namespace, folder: Path) -> list[str]:
 def part_workloads(args: argparse.Namespace, folder: Path) -> list[str]:
     lines = []
     seeds = [int(s) for s in args.seeds.split(",")]
-    for workload in ("chat", "mixed"):
+    for workload in args.workloads.split(","):
         url = f"sqlite:///{folder / workload}.db"
-        rows = workload_rows(workload, args.pods)
+        rows = workload_rows(workload, args.pool)
         fill_through_trainer(url, rows, folder / workload)
         ttft_slo, tpot_slo = SLOS[workload]
         extra = ["--slo-ttft-ms", ttft_slo, "--slo-tpot-ms", tpot_slo]
         doc, seconds = advise(url, args.pods, args.seeds, folder / workload, extra)
         notes = (
             f"{doc['rows']:,} rows, confidence {doc['confidence']}, fit "
-            f"{fit_text(doc)}, {seconds:.0f} s"
+            f"{fit_text(doc)}{classes_text(doc)}, {seconds:.0f} s"
         )
         lines.append(answer_row(workload, "advise", advice_answer(doc), notes))
         say(lines[-1])
-        answer, wall = simulate(workload, args.pods, seeds, args.sim_duration, folder)
+        answer, wall = simulate(workload, args, seeds, folder)
         notes = f"{args.sim_duration:g} s x {len(seeds)} seeds, cold start, {wall:.0f} s"
         lines.append(answer_row(workload, "simulate", answer, notes))
         say(lines[-1])
@@ -264,7 +291,7 @@ def part_workloads(args: argparse.Namespace, folder: Path) -> list[str]:
 
 
 def part_timing(args: argparse.Namespace, folder: Path) -> list[str]:
-    every = workload_rows("mixed", args.pods)  # 11 minutes; keep 10,000 rows spread over them
+    every = workload_rows("mixed", args.pool)  # 11 minutes; keep 10,000 rows spread over them
     keep = sorted(random.Random(0).sample(range(len(every)), min(TIMING_ROWS, len(every))))
     rows = [every[i] for i in keep]
     url = f"sqlite:///{folder / 'timing'}.db"
@@ -304,11 +331,18 @@ def part_timing(args: argparse.Namespace, folder: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_advise")
     parser.add_argument("--parts", default="traces,workloads,timing")
-    parser.add_argument("--pods", type=int, default=4)
+    parser.add_argument("--pods", type=int, default=None, help="4; with counts, their sum")
+    parser.add_argument("--hardware", default="h200", help="h200, or a mixed pool h200:2,b200:2")
+    parser.add_argument("--workloads", default="chat,mixed")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--sim-duration", type=float, default=300.0)
     parser.add_argument("--core", type=int, default=0)
     args = parser.parse_args(argv)
+    try:
+        args.pool = parse_hardware(args.hardware, args.pods, default_pods=4)
+    except HardwareSpecError as exc:
+        parser.error(str(exc))
+    args.pods = len(args.pool)
     parts = {"traces": part_traces, "workloads": part_workloads, "timing": part_timing}
     lines: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-advise-") as tmp:

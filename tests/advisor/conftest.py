@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from devkit.stores import fill_through_trainer
-from tests.advisor.stores import simulated_rows
+from tests.advisor.stores import MIXED, simulated_rows
 from tests.conftest import PG_URL, SKIP_PG
 
 
@@ -34,6 +34,18 @@ def sqlite_stores(tmp_path_factory: pytest.TempPathFactory) -> Stores:
     small, adequate = folder / "small.db", folder / "adequate.db"
     _fill_both(f"sqlite:///{small}", f"sqlite:///{adequate}", folder)
     return Stores(f"sqlite:///{small}", f"sqlite:///{adequate}", adequate)
+
+
+@pytest.fixture(scope="module")
+def mixed_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """1,200+ rows over 12 minutes from 2 h200 and 2 b200 pods under token-load, each row
+    naming its pod's class (pod_class), stored through a real trainer."""
+    folder = tmp_path_factory.mktemp("advise-mixed")
+    url = f"sqlite:///{folder / 'mixed.db'}"
+    fill_through_trainer(
+        url, simulated_rows(640, 12.0, hardware=MIXED, policy="token-load"), folder
+    )
+    return url
 
 
 @pytest.fixture(scope="module")

@@ -157,6 +157,10 @@ def test_an_unmigrated_postgres_schema_exits_1(empty_schema_url: str) -> None:
         (["--training-url", "http://127.0.0.1:8000", "--pods", "2"], "no route that exports"),
         (["--pods", "2"], "one of the arguments --db --training-url is required"),
         (["--db", "sqlite:///x.db", "--pods", "2", "--pool", "Bad_Name"], "--pool"),
+        (["--db", "sqlite:///x.db"], "--pods is required"),
+        (["--db", "sqlite:///x.db", "--pods", "2", "--hardware", "gpu-x"], "--hardware: one of"),
+        (["--db", "sqlite:///x.db", "--pods", "3", "--hardware", "h200:2,b200:2"], "but --pods"),
+        (["--db", "sqlite:///x.db", "--hardware", "h200:2,gpu-x:2"], "unknown hardware class"),
         (["--db", "sqlite:///x.db", "--pods", "2", "--json", "/a/{pool}.json"], "needs --pool"),
         (["--db", "sqlite:///x.db", "--pods", "2", "--json", "/a/"], "needs --pool"),
         (
@@ -226,3 +230,30 @@ def test_json_writes_where_the_trainer_reads_the_same_value(
         {"model_dir": tmp_path / "models", "advice_file": value}
     )
     assert trainer.advice_path() == written
+
+
+def test_a_mixed_store_rebuilds_its_classes(mixed_store: str, tmp_path: Path) -> None:
+    """Rows of 2 h200 and 2 b200 pods, each naming its class: advise simulates both classes,
+    two pods each, with speeds read from each class's rows, and says so."""
+    policies = ["heuristic", "token-load", "oracle"]  # no predictor: fast
+    args = ("--db", mixed_store, "--pods", "4", "--seeds", "0", *QUICK)
+    stdout, document = run_json(tmp_path, *args, "--policies", ",".join(policies))
+    classes = document["classes"]
+    assert classes["from_rows"] and classes["split"] == "rows"
+    by = {c["label"]: c for c in classes["per_class"]}
+    assert set(by) == {"h200", "b200"}
+    for c in by.values():
+        assert c["pods"] == c["sim_pods"] == 2 and c["rows"] > 500 and c["base"] == c["label"]
+        assert c["speeds"]["ttft_rows"] > 0 and c["speeds"]["tpot_rows"] > 0
+        assert 0.25 <= c["speeds"]["compute"] <= 4 and 0.25 <= c["speeds"]["memory"] <= 4
+    faster = by["h200"]["hardware"]["ms_per_token"] / by["b200"]["hardware"]["ms_per_token"]
+    assert 2.25 / 1.5 < faster < 2.25 * 1.5  # b200's datasheet compute ratio, within 1.5x
+    # token-load-per-class joins the baselines in a mixed pool
+    assert list(document["policies"]) == [
+        "heuristic",
+        "token-load",
+        "token-load-per-class",
+        "oracle",
+    ]
+    assert {c["pod_class"] for c in document["fit_error"]["cells"]} == {"h200", "b200"}
+    assert "classes   " in stdout and stdout.count("speeds from the rows: compute x") == 2
