@@ -9,7 +9,8 @@
 with; the completions per second it sustains are its saturation throughput (the figure
 poolsim.workloads.RATE_PER_POD was set from). No routing policy is involved.
 
-`compare`: `latency-predictor simulate` per workload and seed (JSON under --out,
+`compare`: `latency-predictor simulate` per workload and seed (by default the four of the
+published tables; `multimodal` only when --workloads names it; JSON under --out,
 default benchmarks/results/poolsim), then per workload a Markdown table of each policy's
 mean over the seeds (and the min-max of TTFT p90 and SLO attainment across seeds), with
 the wall time per run; for `predicted-latency` (our servers, started by each run) the
@@ -54,7 +55,11 @@ CAPACITY_CASES = (  # workload, pods' worth of groups, rate multiple, what it st
     ("mixed", 1, 4.0, ""),
     ("prefix", 1, 24.0, "its own 12 groups (perfect affinity)"),
     ("prefix", 8, 8.0, "all 96 groups of 8 pods (no affinity)"),
+    ("multimodal", 1, 4.0, "its own 200 images (perfect affinity)"),
+    ("multimodal", 8, 8.0, "all 1,600 images of 8 pods (no affinity)"),
 )
+# compare's default: the four workloads of the published tables (multimodal: --workloads)
+COMPARED = "chat,prefix,mixed,ramp"
 
 
 def capacity(seconds: float) -> None:
@@ -160,7 +165,7 @@ def main() -> None:
     cap = sub.add_parser("capacity")
     cap.add_argument("--seconds", type=float, default=120.0)
     cmp_ = sub.add_parser("compare")
-    cmp_.add_argument("--workloads", default=",".join(WORKLOADS))
+    cmp_.add_argument("--workloads", default=COMPARED, help=f"of {', '.join(WORKLOADS)}")
     cmp_.add_argument("--seeds", default="0,1,2")
     cmp_.add_argument("--pods", type=int, help="8; with --hardware counts, their sum")
     cmp_.add_argument("--duration", type=float, default=600.0)

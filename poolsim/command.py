@@ -1,6 +1,6 @@
 """`latency-predictor simulate`: compare routing policies on a simulated pool of pods.
 
-    latency-predictor simulate --workload chat|prefix|mixed|ramp|FILE.jsonl [--pods 8]
+    latency-predictor simulate --workload chat|prefix|mixed|ramp|multimodal|FILE.jsonl [--pods 8]
         [--duration 600] [--policies random,round-robin,least-requests,heuristic,oracle]
         [--seed 0] [--hardware h200|b200|h200:4,b200:4] [--join CLASS:COUNT@SECONDS ...]
         [--slowdown CLASS:FACTOR@SECONDS ...] [--json OUT] [--plots DIR] [--speedup 5]
@@ -30,6 +30,10 @@ learning from measured rows can follow). The JSON echoes them (`pool_changes`: `
 `slowdowns`, each with its pods' indices; `pod_classes` lists every pod, joining ones
 included) and has, per policy, each class's share of the requests per 30 s of arrival
 (`policies[NAME]["class_share_over_time"]`, also `class_share_over_time.png`).
+A workload whose requests carry images (`multimodal`, poolsim.encoder) sets
+`PolicyOptions.multimodal`: the predicted policies' servers run with
+LATENCY_ENABLE_ENCODER_FEATURES=true and token-load-per-class takes llm-d's multimodal
+affinity settings; the report adds the encoder cache's figures per policy.
 Exit 0 on success, 1 when a workload file cannot be used, 2 on a usage error.
 """
 
@@ -136,7 +140,7 @@ def _run_one(name: str, requests: list[Request], args: argparse.Namespace) -> Ru
     from poolsim.engine import Engine
     from poolsim.progress import ProgressBar
 
-    policy = make_policy(name, args.seed, options=_options(args))
+    policy = make_policy(name, args.seed, options=_options(args, requests))
     speedup = args.speedup if policy.paced else None
     last = max(r.arrival_s for r in requests)
     bar = None if args.no_progress else ProgressBar(name, last)
@@ -156,7 +160,7 @@ def _run_one(name: str, requests: list[Request], args: argparse.Namespace) -> Ru
     return result
 
 
-def _options(args: argparse.Namespace) -> PolicyOptions:
+def _options(args: argparse.Namespace, requests: list[Request]) -> PolicyOptions:
     urls = tuple(u.strip() for u in (args.prediction_url or "").split(",") if u.strip())
     return PolicyOptions(
         seed=args.seed,
@@ -165,10 +169,13 @@ def _options(args: argparse.Namespace) -> PolicyOptions:
         prediction_urls=urls,
         prediction_servers=args.prediction_servers,
         max_model_age_s=args.max_model_age,
+        multimodal=any(request.image_ids for request in requests),
     )
 
 
-def _predictor_note(args: argparse.Namespace, names: list[str]) -> str | None:
+def _predictor_note(
+    args: argparse.Namespace, names: list[str], multimodal: bool = False
+) -> str | None:
     """What the predicted policies will talk to, with the scaled time constants."""
     predicted = [n for n in names if n.startswith(("predicted-latency", "latency-first"))]
     if not predicted:
@@ -179,17 +186,19 @@ def _predictor_note(args: argparse.Namespace, names: list[str]) -> str | None:
         return f"{who}: predictor at {args.prediction_url}, training rows to {sink}"
     from poolsim.predictor_servers import scaled_env
 
-    env = scaled_env(Path("."), args.speedup)
+    env = scaled_env(Path("."), args.speedup, multimodal)
     keys = (
         "LATENCY_RETRAINING_INTERVAL_SEC",
         "LATENCY_CALIBRATION_INTERVAL_SEC",
         "MODEL_SYNC_INTERVAL_SEC",
     )
+    encoder = " and LATENCY_ENABLE_ENCODER_FEATURES=true (requests with images)"
     return (
         f"{who}: each with our training server (SQLite in a temp dir) and "
         f"{args.prediction_servers} prediction server(s), started for the run: "
         + ", ".join(f"{key}={env[key]}" for key in keys)
         + f" (10 s, 1 s and 1 s divided by the speedup {args.speedup:g})"
+        + (encoder if multimodal else "")
     )
 
 
@@ -224,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.changes.describe():
         _out(f"pool changes: {args.changes.describe()}")
-    note = _predictor_note(args, names)
+    note = _predictor_note(args, names, any(request.image_ids for request in requests))
     if note:
         _out(note)
     started = time.perf_counter()
@@ -270,9 +279,19 @@ def _report(
     paced: list[str],
     wall: float,
 ) -> None:
-    from poolsim.report import markdown_table, pod_class_table, served_table, write_plots
+    from poolsim.report import (
+        encoder_table,
+        markdown_table,
+        pod_class_table,
+        served_table,
+        write_plots,
+    )
 
     _out(markdown_table(results))
+    encoder = encoder_table(results)
+    if encoder:
+        _out("\nEncoder caches (image tokens found at admission, encoder time per pod):\n")
+        _out(encoder)
     served = served_table(results)
     if served:
         _out("\nServed p90s of the predicted policies (coverage and pinball, q = 0.9):\n")

@@ -146,6 +146,7 @@ class Engine:
             request.input_tokens,
             request.slo_ttft_ms,
             request.slo_tpot_ms,
+            request.encoder_tokens,
         )
         choice = self.policy.choose(info, features, now)
         if inspect.isawaitable(choice):
@@ -231,6 +232,8 @@ def pod_features(pod: Pod, request: Request) -> PodFeatures:
         prefix_cache_score=pod.prefix_score(request),
         uncached_tokens_in_flight=pod.uncached_pending_tokens,
         pod_class=pod.hw.name,
+        encoder_input_size=request.encoder_tokens,
+        encoder_matched_size=pod.encoder.matched_tokens(request) if request.image_ids else 0,
     )
 
 

@@ -1,11 +1,12 @@
 """Per-policy figures of one run: latency percentiles, SLO attainment, throughput, how the
-pool shared the work (overall and per minute of arrival), and the decision regret of the
-picks (poolsim.regret)."""
+pool shared the work (overall and per minute of arrival), the decision regret of the
+picks (poolsim.regret), and, for a workload with images only, the encoder caches' figures
+(`encoder`; absent otherwise, so a text-only run's figures are as before)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
@@ -64,6 +65,14 @@ class RegretFigures(TypedDict):
     per_minute: list[RegretMinute]  # every minute up to the last measured pick
 
 
+class EncoderFigures(TypedDict):
+    """The pods' vision encoders (poolsim.encoder), counted at every admission."""
+
+    hit_rate: float  # image tokens found in the pod's encoder cache / image tokens admitted
+    hit_rate_per_pod: list[float | None]  # the same per pod (None: no image admitted there)
+    encode_s_per_pod: list[float]  # encoder time added to each pod's steps, seconds
+
+
 class PolicyMetrics(TypedDict):
     requests: int
     completed: int
@@ -90,6 +99,7 @@ class PolicyMetrics(TypedDict):
     regret_ms: RegretFigures
     policy: dict[str, float]
     class_share_over_time: ClassShareOverTime  # per class and 30 s bin of arrival
+    encoder: NotRequired[EncoderFigures]  # only when some request carried images
 
 
 def percentiles(values: Sequence[float]) -> Percentiles:
@@ -257,11 +267,28 @@ def ttft_per_minute(done: Sequence[Completion]) -> list[Percentiles]:
     return [percentiles(values) for values in minutes]
 
 
+def encoder_figures(result: RunResult) -> EncoderFigures | None:
+    """The encoder caches' hit rate (pool and per pod) and encoder time per pod; None when
+    no pod admitted an image."""
+    pods = result.pods
+    total = sum(pod.encoder_tokens for pod in pods)
+    if not total:
+        return None
+    return {
+        "hit_rate": sum(pod.encoder_hit_tokens for pod in pods) / total,
+        "hit_rate_per_pod": [
+            pod.encoder_hit_tokens / pod.encoder_tokens if pod.encoder_tokens else None
+            for pod in pods
+        ],
+        "encode_s_per_pod": [pod.encode_ms_total / 1000.0 for pod in pods],
+    }
+
+
 def summarize(result: RunResult) -> PolicyMetrics:
     done = result.completions
     routed = [pod.requests_in for pod in result.pods]
     end = max((c.finish_s for c in done), default=0.0)
-    return {
+    metrics: PolicyMetrics = {
         "requests": len(done) + len(result.unfinished),
         "completed": len(done),
         "unfinished": len(result.unfinished),
@@ -287,3 +314,7 @@ def summarize(result: RunResult) -> PolicyMetrics:
             result.routes, [pod.hw.name for pod in result.pods]
         ),
     }
+    encoder = encoder_figures(result)
+    if encoder is not None:
+        metrics["encoder"] = encoder
+    return metrics

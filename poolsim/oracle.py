@@ -1,12 +1,13 @@
 """The oracle: routes each request to the pod where the simulator says its TTFT is least.
 
 For every pod it copies the pod's exact current state (queue, running sequences and their
-progress, the step in flight, free KV blocks), adds the request, and runs the pod's own
-scheduler and step-time model forward, with no further arrivals, until the request's first
-token. It picks the smallest TTFT; ties (e.g. several idle pods) go to the pod with the
-fewest requests in flight, then at random. What it does not know: requests that arrive
-later (which share steps with this one once it runs), and prefix-cache evictions during
-the look-ahead (matches are read at decision time; block counts are exact otherwise). It
+progress, the step in flight, free KV blocks, the encoder cache), adds the request, and
+runs the pod's own scheduler and step-time model forward, encoder time included, with no
+further arrivals, until the request's first token. It picks the smallest TTFT; ties (e.g.
+several idle pods) go to the pod with the fewest requests in flight, then at random. What
+it does not know: requests that arrive later (which share steps with this one once it
+runs), and prefix-cache evictions during the look-ahead (matches are read at decision
+time; block counts are exact otherwise; the encoder cache's copy is exact). It
 optimises TTFT only, one request at a time (greedy): it is the reference for TTFT, not a
 bound on TPOT or SLO attainment. Look-aheads stop early once they exceed the best TTFT
 found so far, trying pods in order of a lower bound on their TTFT, and skip pods whose
@@ -21,6 +22,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from poolsim.encoder import encode_ms
 from poolsim.pod import Pod
 from poolsim.policy_api import BasePolicy, PodFeatures, RequestInfo
 from poolsim.request import Request
@@ -32,13 +34,27 @@ TIE_S = 1e-9  # TTFTs this close count as equal
 def ttft_lower_bound(pod: Pod, request: Request, now_s: float) -> float:
     """Seconds the request needs on `pod` at the least: the step in flight, then at least
     one step, and at least the compute time of its own uncached prompt and of the prompt
-    tokens that admitted requests (which run first) still have to prefill."""
+    tokens that admitted requests (which run first) still have to prefill, plus the
+    encoding of its images the pod's encoder cache lacks (only an admission adds to the
+    cache, so each of them is encoded on this pod before the first token, by this request
+    or one queued ahead of it)."""
     hw = pod.hw
     in_flight = max((pod.step_end_s or now_s) - now_s, 0.0)
     ahead = pod.admitted_prefill_left()
     matched = pod.allocator.match(request)[0] * hw.block_size
     own = request.input_tokens - min(matched, request.input_tokens - 1)
-    return in_flight + max(hw.step_floor_ms, hw.ms_per_token * (own + ahead)) / 1000.0
+    bound_ms = max(hw.step_floor_ms, hw.ms_per_token * (own + ahead))
+    if request.image_ids:
+        cached = pod.encoder.entries
+        bound_ms += encode_ms(
+            hw,
+            [
+                tokens
+                for image, tokens in zip(request.image_ids, request.image_tokens, strict=True)
+                if image not in cached
+            ],
+        )
+    return in_flight + bound_ms / 1000.0
 
 
 def lookahead_ttft(pod: Pod, request: Request, now_s: float, give_up_s: float) -> float:

@@ -7,8 +7,10 @@ free preempts the newest running sequence (its KV is dropped and recomputed late
 goes back to the head of the queue), or itself if it is the newest. If nothing was
 preempted, waiting requests are admitted first come first served while the token budget,
 `max_num_seqs` and free blocks allow; an admission first takes the prompt's leading
-shared blocks from the prefix cache. A step that completes a prompt emits its first
-token; each decode step emits one more. Step durations come from `Hardware.step_ms`.
+shared blocks from the prefix cache, and the encoding of its images that the pod's
+encoder cache lacks (poolsim.encoder). A step that completes a prompt emits its first
+token; each decode step emits one more. Step durations come from `Hardware.step_ms`, plus
+the encoder time of the images encoded in that step (0 for text-only requests).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from collections import deque
 
 from poolsim.blocks import BlockAllocator, CountingAllocator, KVBlockAllocator
+from poolsim.encoder import EncoderCache, encode_ms
 from poolsim.hardware import Hardware
 from poolsim.request import Request
 from poolsim.sequence import Seq
@@ -31,6 +34,8 @@ class Pod:
         self.step_end_s: float | None = None  # None when idle
         self._decodes: list[Seq] = []  # this step's decoding sequences (one token each)
         self._chunks: list[tuple[Seq, int]] = []  # this step's prompt chunks
+        self._encode_ms = 0.0  # this step's encoder time (images of admitted requests)
+        self.encoder = EncoderCache()
         self.prefill_pending_tokens = 0  # prompt tokens of requests without a first token
         self.uncached_pending_tokens = 0  # their uncached part, as counted at dispatch
         self.steps = 0
@@ -39,6 +44,9 @@ class Pod:
         self.recompute_tokens = 0
         self.preemptions = 0
         self.requests_in = 0  # requests routed here
+        self.encoder_tokens = 0  # vision tokens of the images of admitted requests
+        self.encoder_hit_tokens = 0  # of which the encoder cache held
+        self.encode_ms_total = 0.0  # encoder time added to this pod's steps
 
     # ---- what a picker sees
     def in_flight(self) -> int:
@@ -75,6 +83,7 @@ class Pod:
     # ---- steps
     def start_step(self, now_s: float) -> float | None:
         """Schedule one step at now_s; returns its end time, or None with nothing to do."""
+        self._encode_ms = 0.0
         budget, preempted = self._schedule_running(self.hw.max_batched_tokens)
         if not preempted:
             self._admit_waiting(budget)
@@ -92,7 +101,7 @@ class Pod:
         for seq, new in self._chunks:
             tokens += new
             attention += new * (seq.computed + new / 2)
-        return self.hw.step_ms(tokens, decode_kv, attention)
+        return self.hw.step_ms(tokens, decode_kv, attention) + self._encode_ms
 
     def _blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.hw.block_size)
@@ -160,6 +169,18 @@ class Pod:
             self.running.append(seq)
             self._chunks.append((seq, new))
             budget -= new
+            if seq.request.image_ids:
+                self._encode(seq.request)
+
+    def _encode(self, request: Request) -> None:
+        """An admitted request's images: those the encoder cache lacks are encoded in this
+        step (again after a preemption only if evicted meanwhile)."""
+        misses = self.encoder.admit(request)
+        spent = encode_ms(self.hw, misses)
+        self._encode_ms += spent
+        self.encode_ms_total += spent
+        self.encoder_tokens += request.encoder_tokens
+        self.encoder_hit_tokens += request.encoder_tokens - sum(misses)
 
     def finish_step(self, now_s: float) -> tuple[list[Seq], list[Seq]]:
         """Apply the step that ends at now_s: (sequences that got their first token,
@@ -195,12 +216,14 @@ class Pod:
         if finished:
             self.running = [seq for seq in self.running if seq.finish_s is None]
         self._decodes, self._chunks = [], []
+        self._encode_ms = 0.0
         self.step_end_s = None
         return first, finished
 
     # ---- look-ahead (the oracle)
     def lookahead_clone(self) -> Pod:
-        """A copy that can be stepped without touching this pod (block counts only)."""
+        """A copy that can be stepped without touching this pod (block counts only; its
+        own copy of the encoder cache)."""
         real = self.allocator if isinstance(self.allocator, KVBlockAllocator) else None
         if real is None:
             raise TypeError("only a pod on a real KVBlockAllocator can be cloned")
@@ -215,6 +238,8 @@ class Pod:
         clone.waiting = deque(copies[id(seq)] for seq in self.waiting)
         clone._decodes = [copies[id(seq)] for seq in self._decodes]
         clone._chunks = [(copies[id(seq)], new) for seq, new in self._chunks]
+        clone._encode_ms = self._encode_ms
+        clone.encoder = self.encoder.copy()
         clone.step_end_s = self.step_end_s
         clone.prefill_pending_tokens = self.prefill_pending_tokens
         clone.uncached_pending_tokens = self.uncached_pending_tokens

@@ -12,7 +12,8 @@
 
 `make_policy(name, seed)` builds any of them, `token-load` (poolsim.token_load: fewest
 uncached prompt tokens in flight, behind a prefix-affinity filter), `token-load-per-class`
-(the same with each hardware class's own peak prefill rate), `oracle`
+(the same with each hardware class's own peak prefill rate, and llm-d's multimodal
+affinity settings on a workload with images), `oracle`
 (poolsim.oracle), `predicted-latency` (poolsim.predicted: llm-d's picker on our real
 predictor; knob variants such as `predicted-latency:most:tau=0.8:noslo`, see
 poolsim.picker_knobs) and `latency-first` (poolsim.latency_first: our own picker on the same
@@ -108,7 +109,7 @@ def _token_load(options: PolicyOptions) -> Policy:
 def _token_load_per_class(options: PolicyOptions) -> Policy:
     from poolsim.token_load import TokenLoadPerClassPolicy
 
-    return TokenLoadPerClassPolicy(options.seed)
+    return TokenLoadPerClassPolicy(options.seed, multimodal=options.multimodal)
 
 
 def _predicted(options: PolicyOptions) -> Policy:

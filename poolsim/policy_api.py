@@ -47,10 +47,15 @@ class PodFeatures:
     uncached_tokens_in_flight: int = 0
     # the pod's hardware class (poolsim.hardware): sent only by policies that send classes
     pod_class: str = ""
+    # llm-d's encoder features: this request's vision tokens, and how many of them this
+    # pod's encoder cache holds (poolsim.encoder); 0 and 0 for a text-only request
+    encoder_input_size: int = 0
+    encoder_matched_size: int = 0
 
     def row(self, pod_class: bool = False) -> dict[str, float | int | str]:
-        """The JSON row for /predict/bulk/strict (pod_type "": monolithic pods); with
-        `pod_class`, our `pod_class` field too (when the pod has one)."""
+        """The JSON row for /predict/bulk/strict (pod_type "": monolithic pods), the
+        encoder sizes included as llm-d's EPP sends them (0 without images, the servers'
+        default); with `pod_class`, our `pod_class` field too (when the pod has one)."""
         fields = asdict(self)
         del fields["uncached_tokens_in_flight"]
         del fields["pod_class"]
@@ -70,6 +75,7 @@ class RequestInfo:
     input_tokens: int
     slo_ttft_ms: float | None
     slo_tpot_ms: float | None
+    encoder_input_size: int = 0  # its images' vision tokens (0: text only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +119,9 @@ class PolicyOptions:
     prediction_urls: tuple[str, ...] = ()
     prediction_servers: int = 1
     max_model_age_s: float = 12.0  # hold simulated time for a newer model (0: never)
+    # the workload's requests carry images: our servers run with the encoder features on,
+    # token-load-per-class takes llm-d's multimodal affinity settings (poolsim.token_load)
+    multimodal: bool = False
 
 
 class Policy(Protocol):

@@ -22,6 +22,12 @@ start, as its pods' classes are known from the pool's spec. The served TTFT p90s
 scored per class of the chosen pod (summary keys `served_ttft_coverage@CLASS`,
 `served_ttft_rows@CLASS`; poolsim.metrics.by_pod_class).
 
+A multimodal workload's rows carry llm-d's encoder features (`encoder_input_size`, the
+request's vision tokens; `encoder_matched_size`, those the pod's encoder cache holds), in
+the prediction rows, the training rows and the picker's PodState / RequestInfo; the
+servers started for such a run get LATENCY_ENABLE_ENCODER_FEATURES=true
+(`PolicyOptions.multimodal`, poolsim.predictor_servers).
+
 Simulated time stands still while a pick waits for a model that is more than
 `max_model_age_s` simulated seconds old (poolsim.model_age says why: a busy machine
 would otherwise make the retrain cadence depend on its load).
@@ -124,7 +130,9 @@ class PredictorPolicy(BasePolicy):
         if not urls:
             # started on the loop's thread: a cancelled run (SIGTERM) can never leave a
             # server starting behind close(), which stops whatever `local` started
-            self.local = LocalPredictor(speedup, self.options.prediction_servers)
+            self.local = LocalPredictor(
+                speedup, self.options.prediction_servers, encoder=self.options.multimodal
+            )
             self.local.start()
             training_url, urls = self.local.training_url, self.local.prediction_urls
         self.client = PredictorClient(urls, training_url, config=client_config(speedup))
@@ -144,7 +152,9 @@ class PredictorPolicy(BasePolicy):
             self.fallbacks += 1
         slos = (request.slo_ttft_ms, request.slo_tpot_ms) if self.use_slos else (None, None)
         chosen = self.decide(
-            PickerRequest(request.input_tokens, *slos),
+            PickerRequest(
+                request.input_tokens, *slos, encoder_input_size=request.encoder_input_size
+            ),
             [self._state(index, pod) for index, pod in enumerate(pods)],
             predictions,
         )
@@ -180,6 +190,7 @@ class PredictorPolicy(BasePolicy):
             running_requests=pod.num_request_running,
             prefill_tokens_in_flight=pod.prefill_tokens_in_flight,
             prefix_cache_score=pod.prefix_cache_score,
+            encoder_matched_size=pod.encoder_matched_size,
             running_tpot_slos_ms=(min(slos),) if slos else (),  # only the tightest counts
             pod_class=pod.pod_class if self.with_class else "",
         )

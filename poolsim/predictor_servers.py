@@ -7,6 +7,12 @@ speedup s and updates its live calibration every 1 / speedup s; prediction serve
 for a new bundle every 1 / speedup s. The training store is SQLite in a temp folder, the
 servers share a model folder there; `stop()` ends each process by its PID and removes the
 folder (the servers' logs are quoted in the error when one fails to start).
+
+For a multimodal workload (`encoder=True`) the servers also get
+LATENCY_ENABLE_ENCODER_FEATURES=true, so the TTFT model uses the rows' encoder sizes
+whatever the caller's environment says. That is the trainer's default already; a text-only
+run (both sizes 0 in every row, where the switch cannot matter to a tree, which never
+splits on a column that is 0 in every row) leaves the environment as it was.
 """
 
 from __future__ import annotations
@@ -23,10 +29,10 @@ SYNC_INTERVAL_S = 1.0  # the prediction servers' model sync and the live calibra
 MIN_INTERVAL_S = 0.05  # below this the servers would spend their time polling
 
 
-def scaled_env(folder: Path, speedup: float) -> dict[str, str]:
-    """The servers' environment for a run at `speedup`."""
+def scaled_env(folder: Path, speedup: float, encoder: bool = False) -> dict[str, str]:
+    """The servers' environment for a run at `speedup` (`encoder`: requests with images)."""
     sync = max(MIN_INTERVAL_S, SYNC_INTERVAL_S / speedup)
-    return {
+    env = {
         "LATENCY_DB_URL": f"sqlite:///{folder / 'store.db'}",
         "LATENCY_MODEL_DIR": str(folder / "models"),
         "LATENCY_RETRAINING_INTERVAL_SEC": f"{RETRAIN_INTERVAL_S / speedup:g}",
@@ -37,6 +43,9 @@ def scaled_env(folder: Path, speedup: float) -> dict[str, str]:
         "LATENCY_WORKERS": "1",
         "LATENCY_TRAIN_THREADS": "1",
     }
+    if encoder:
+        env["LATENCY_ENABLE_ENCODER_FEATURES"] = "true"
+    return env
 
 
 @dataclass
@@ -45,12 +54,13 @@ class LocalPredictor:
 
     speedup: float
     predictors: int = 1
+    encoder: bool = False  # a multimodal workload: the encoder features on
     folder: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="poolsim-")))
     servers: list[ServerProcess] = field(default_factory=list)
 
     @property
     def env(self) -> dict[str, str]:
-        return scaled_env(self.folder, self.speedup)
+        return scaled_env(self.folder, self.speedup, self.encoder)
 
     @property
     def training_url(self) -> str:

@@ -56,6 +56,27 @@ def markdown_table(results: Mapping[str, PolicyMetrics]) -> str:
     return "\n".join(lines)
 
 
+def encoder_table(results: Mapping[str, PolicyMetrics]) -> str | None:
+    """Per policy, the pods' encoder caches (poolsim.encoder): the share of image tokens
+    found cached at admission, pool-wide and per pod, and the encoder time the pods spent;
+    None when no request carried images."""
+    rows = {name: m["encoder"] for name, m in results.items() if "encoder" in m}
+    if not rows:
+        return None
+    lines = [
+        "| policy | encoder cache hit | per pod (min-max) | encoder s, all pods "
+        "| per pod (min-max) |",
+        "|---|---|---|---|---|",
+    ]
+    for name, e in rows.items():
+        seconds = e["encode_s_per_pod"]
+        lines.append(
+            f"| {name} | {e['hit_rate']:.1%} | {_span(e['hit_rate_per_pod'])} "
+            f"| {sum(seconds):.1f} | {min(seconds):.1f}-{max(seconds):.1f} |"
+        )
+    return "\n".join(lines)
+
+
 def _share(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 

@@ -1,4 +1,11 @@
-"""A request as the simulator serves it, and the per-request record it produces."""
+"""A request as the simulator serves it, and the per-request record it produces.
+
+A multimodal request carries images (`image_ids`, `image_tokens`: each image's identity in
+the workload's catalogue and its encoder input size in vision tokens). Their tokens are
+part of `input_tokens`, as in vLLM, where an image's placeholder tokens count in the
+prompt length and are prefilled like text; encoding them first is extra work
+(poolsim.encoder). A text-only request has none (the default).
+"""
 
 from __future__ import annotations
 
@@ -19,6 +26,20 @@ class Request:
     prefix_tokens: int = 0
     slo_ttft_ms: float | None = None
     slo_tpot_ms: float | None = None
+    image_ids: tuple[int, ...] = ()  # distinct catalogue ids, in prompt order
+    image_tokens: tuple[int, ...] = ()  # each image's vision tokens (in input_tokens)
+
+    def __post_init__(self) -> None:
+        if len(self.image_ids) != len(self.image_tokens):
+            raise ValueError(f"request {self.id}: one token count per image")
+        if sum(self.image_tokens) > self.input_tokens:
+            raise ValueError(f"request {self.id}: image tokens exceed the prompt")
+
+    @property
+    def encoder_tokens(self) -> int:
+        """The request's multimodal input size: its images' vision tokens (llm-d's
+        encoder_input_size)."""
+        return sum(self.image_tokens)
 
     def shared_blocks(self, block_size: int) -> int:
         """Full KV blocks of the prompt that lie inside the shared prefix (cacheable)."""

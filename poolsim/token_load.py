@@ -17,6 +17,13 @@ pod's peak prefill rate (`1000 / ms_per_token` tokens/s of the simulated hardwar
 only thing this policy reads from the pods, once, in `attach`). When the best sticky
 guess is more than 18,000 ms slower than the best non-sticky one, stickiness is dropped
 and every pod stays; else only the sticky pods go on to scoring.
+
+On multimodal traffic (`PolicyOptions.multimodal`: the workload's requests carry images)
+`token-load-per-class` takes the settings of llm-d's multimodal guides instead: sticky
+from a prefix-cache score of 0.6 and a 36,000 ms gap (a request's cacheable part is
+mostly its images, so its scores run lower, and token counts do not see the encoder's
+cost, so a cold pod costs more than its tokens say). Plain `token-load` keeps llm-d's
+default 0.80 and 18,000 ms on every workload.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ if TYPE_CHECKING:
 TOKEN_CAPACITY = 4_194_304  # tokens in flight at which a pod's score bottoms out at 0
 AFFINITY_TAU = 0.80  # prefix-cache score from which a pod is sticky
 AFFINITY_GAP_MS = 18_000.0  # sticky TTFT guess this far past the best other: not sticky
+MULTIMODAL_AFFINITY_TAU = 0.6  # llm-d's multimodal guides, set by hand
+MULTIMODAL_AFFINITY_GAP_MS = 36_000.0
 
 
 def token_load_score(tokens_in_flight: int) -> float:
@@ -100,16 +109,22 @@ class TokenLoadPerClassPolicy(BasePolicy):
     the config) replaces the pool's single rate in two places: the affinity gate's TTFT
     guess, and the score, which ranks the pods by the time their queued uncached tokens
     plus this request's own uncached part take at that rate (llm-d's scorer ranks by
-    tokens alone, which cannot tell a fast pod from a slow one). Ties at random."""
+    tokens alone, which cannot tell a fast pod from a slow one). Ties at random.
+    `multimodal`: the gate takes llm-d's multimodal settings (0.6, 36,000 ms)."""
 
     name = "token-load-per-class"
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, multimodal: bool = False) -> None:
         self.rng = random.Random(seed)
+        self.tau, self.gap_ms = (
+            (MULTIMODAL_AFFINITY_TAU, MULTIMODAL_AFFINITY_GAP_MS)
+            if multimodal
+            else (AFFINITY_TAU, AFFINITY_GAP_MS)
+        )
 
     def choose(self, request: RequestInfo, pods: Sequence[PodFeatures], now_s: float) -> int:
         rates = [class_peak_tokens_per_s(pod.pod_class) for pod in pods]
-        kept = affinity_filter(pods, rates)
+        kept = affinity_filter(pods, rates, self.tau, self.gap_ms)
         waits = {i: drain_ms(pods[i], request.input_tokens, rates[i]) for i in kept}
         least = min(waits.values())
         tied = [i for i in kept if waits[i] <= least]
