@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from poolsim.metrics import Percentiles, PolicyMetrics, RegretFigures
 
@@ -232,17 +232,24 @@ def _share_over_time(results: Mapping[str, PolicyMetrics], title: str) -> Figure
         ax.set_title(name, fontsize=10)
         ax.grid(True, alpha=0.3)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _finish_share_grid(axes, len(results), cols, "minute of arrival")
+    fig.suptitle(f"Per-pod share over time: {title}")
+    return fig
+
+
+def _finish_share_grid(axes: Any, used: int, cols: int, xlabel: str) -> None:
+    """Label a grid of share panels: x labels on the last row (and above an empty panel,
+    which is hidden), the y label on the first column, the legend on the first panel."""
+    panels = list(axes.flat)
     for ax in axes[-1]:
-        ax.set_xlabel("minute of arrival")
-    for index in range(len(results), len(panels)):  # an empty panel: the one above is last
+        ax.set_xlabel(xlabel)
+    for index in range(used, len(panels)):  # an empty panel: the one above is last
         panels[index].set_visible(False)
         panels[index - cols].xaxis.set_tick_params(labelbottom=True)
-        panels[index - cols].set_xlabel("minute of arrival")
+        panels[index - cols].set_xlabel(xlabel)
     for ax in axes[:, 0]:
         ax.set_ylabel("share of requests")
     panels[0].legend(fontsize=7, ncol=2)
-    fig.suptitle(f"Per-pod share over time: {title}")
-    return fig
 
 
 def _class_share_over_time(
@@ -268,15 +275,7 @@ def _class_share_over_time(
             ax.axvline(at_s, color="black", linestyle=style, linewidth=1, label=label)
         ax.set_title(name, fontsize=10)
         ax.grid(True, alpha=0.3)
-    for ax in axes[-1]:
-        ax.set_xlabel("second of arrival (30 s bins)")
-    for index in range(len(results), len(panels)):  # an empty panel: the one above is last
-        panels[index].set_visible(False)
-        panels[index - cols].xaxis.set_tick_params(labelbottom=True)
-        panels[index - cols].set_xlabel("second of arrival (30 s bins)")
-    for ax in axes[:, 0]:
-        ax.set_ylabel("share of requests")
-    panels[0].legend(fontsize=7, ncol=2)
+    _finish_share_grid(axes, len(results), cols, "second of arrival (30 s bins)")
     fig.suptitle(f"Per-class share over time: {title}")
     return fig
 
