@@ -72,6 +72,16 @@ class EncoderCache:
             if image in entries
         )
 
+    def missing(self, request: Request) -> list[int]:
+        """The sizes of the request's images not held here (those an admission now would
+        encode); a look only, as matched_tokens."""
+        entries = self.entries
+        return [
+            tokens
+            for image, tokens in zip(request.image_ids, request.image_tokens, strict=True)
+            if image not in entries
+        ]
+
     def admit(self, request: Request) -> list[int]:
         """The request is admitted: its cached images are touched, the others are to be
         encoded now and enter the cache. Returns the sizes of those to encode."""

@@ -45,15 +45,7 @@ def ttft_lower_bound(pod: Pod, request: Request, now_s: float) -> float:
     own = request.input_tokens - min(matched, request.input_tokens - 1)
     bound_ms = max(hw.step_floor_ms, hw.ms_per_token * (own + ahead))
     if request.image_ids:
-        cached = pod.encoder.entries
-        bound_ms += encode_ms(
-            hw,
-            [
-                tokens
-                for image, tokens in zip(request.image_ids, request.image_tokens, strict=True)
-                if image not in cached
-            ],
-        )
+        bound_ms += encode_ms(hw, pod.encoder.missing(request))
     return in_flight + bound_ms / 1000.0
 
 

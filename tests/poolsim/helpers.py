@@ -9,6 +9,7 @@ from dataclasses import replace
 from poolsim.engine import Engine, RunResult
 from poolsim.hardware import H200, Hardware
 from poolsim.policies import make_policy
+from poolsim.policy_api import PodFeatures
 from poolsim.request import Request
 
 SMALL = replace(H200, name="small", kv_blocks=64, max_batched_tokens=256, max_num_seqs=8)
@@ -34,3 +35,22 @@ def run(
     seed: int = 0,
 ) -> RunResult:
     return asyncio.run(Engine(reqs, pods, hw, make_policy(policy, seed)).run())
+
+
+def queued_features(
+    tokens: int, prefix: float = 0.0, pod_class: str = "", input_tokens: int = 100
+) -> PodFeatures:
+    """An idle-looking pod's row with `tokens` uncached prompt tokens queued (what the
+    token-load policies read) and prefix score `prefix`."""
+    return PodFeatures(
+        kv_cache_percentage=0.0,
+        input_token_length=input_tokens,
+        num_request_waiting=0,
+        num_request_running=0,
+        num_tokens_generated=1,
+        prefill_tokens_in_flight=0,
+        decode_tokens_in_flight=0,
+        prefix_cache_score=prefix,
+        uncached_tokens_in_flight=tokens,
+        pod_class=pod_class,
+    )

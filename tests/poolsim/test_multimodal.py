@@ -113,6 +113,7 @@ def test_the_encoder_cache_is_an_lru_in_vision_tokens() -> None:
     assert cache.admit(first) == [1_000, 1_000]
     assert cache.admit(first) == []  # both cached now
     assert cache.matched_tokens(image_request(1, 0.0, [(2, 1_000), (3, 500)])) == 1_000
+    assert cache.missing(image_request(1, 0.0, [(2, 1_000), (3, 500)])) == [500]
     cache.admit(image_request(2, 0.0, [(1, 1_000)]))  # touched: image 2 is the oldest
     assert cache.admit(image_request(3, 0.0, [(4, 1_500)])) == [1_500]  # evicts image 2
     assert list(cache.entries) == [1, 4] and cache.used == 2_500

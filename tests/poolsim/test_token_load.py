@@ -15,7 +15,7 @@ from poolsim.policies import make_policy
 from poolsim.policy_api import PodFeatures, RequestInfo
 from poolsim.token_load import TokenLoadPolicy, affinity_filter, token_load_score
 from poolsim.workloads import generate
-from tests.poolsim.helpers import SMALL, requests, run
+from tests.poolsim.helpers import SMALL, queued_features, requests, run
 
 INFO = RequestInfo(id=0, arrival_s=0.0, input_tokens=100, slo_ttft_ms=None, slo_tpot_ms=None)
 # 0.125 ms per token: a peak prefill rate of 8000 tokens/s, so 144,000 tokens = 18,000 ms
@@ -24,17 +24,7 @@ PEAK = 8000.0
 
 
 def pod(tokens: int, prefix: float = 0.0) -> PodFeatures:
-    return PodFeatures(
-        kv_cache_percentage=0.0,
-        input_token_length=100,
-        num_request_waiting=0,
-        num_request_running=0,
-        num_tokens_generated=1,
-        prefill_tokens_in_flight=0,
-        decode_tokens_in_flight=0,
-        prefix_cache_score=prefix,
-        uncached_tokens_in_flight=tokens,
-    )
+    return queued_features(tokens, prefix)
 
 
 def choices(pods: list[PodFeatures], times: int = 200, seed: int = 1) -> Counter[int]:

@@ -20,6 +20,7 @@ from poolsim.token_load import (
     drain_ms,
 )
 from poolsim.workloads import generate
+from tests.poolsim.helpers import queued_features
 
 INFO = RequestInfo(id=0, arrival_s=0.0, input_tokens=1_000, slo_ttft_ms=None, slo_tpot_ms=None)
 H200_RATE = 1000.0 / H200.ms_per_token  # ~7,692 tokens/s
@@ -27,18 +28,7 @@ B200_RATE = 1000.0 / B200.ms_per_token  # 2.25x that
 
 
 def pod(tokens: int, pod_class: str, prefix: float = 0.0) -> PodFeatures:
-    return PodFeatures(
-        kv_cache_percentage=0.0,
-        input_token_length=INFO.input_tokens,
-        num_request_waiting=0,
-        num_request_running=0,
-        num_tokens_generated=1,
-        prefill_tokens_in_flight=0,
-        decode_tokens_in_flight=0,
-        prefix_cache_score=prefix,
-        uncached_tokens_in_flight=tokens,
-        pod_class=pod_class,
-    )
+    return queued_features(tokens, prefix, pod_class, INFO.input_tokens)
 
 
 def choices(pods: list[PodFeatures], times: int = 200, seed: int = 1) -> Counter[int]:
