@@ -10,10 +10,16 @@ file atomically after each step; every prediction server re-reads it when it cha
 multiplies its answers by the factor, on top of the bundle's own conformal factor
 (training_server.retrain.cross_conformal; both multiply in shared.served). A model
 bundle changes every retrain (10 s); this file can follow a load shift within a second.
+
+A pool that mixes hardware classes (rows with `pod_class`) gets a factor per class as well:
+a noisy neighbour slows one class, and one factor for the whole pool would under-cover that
+class while over-covering the others. Rows of a class are served with its factor; rows
+without a class, or of a class the leader has no factor for, with the pool's.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -26,6 +32,18 @@ LIVE_CALIBRATION = "calibration.json"
 # Live factors stay within e^-2..e^2 (0.14x..7.4x): beyond that the model, not its
 # calibration, is what needs fixing, and a runaway factor must not reach the EPP.
 MAX_LIVE_LOG_OFFSET = 2.0
+
+
+@dataclass(frozen=True)
+class LiveOffsets:
+    """The live log-factors to serve: the pool's per target, and per hardware class (its
+    normalised label, shared.features.normalized_pod_class) for the rows of that class."""
+
+    pool: dict[Target, float] = field(default_factory=dict)
+    classes: dict[str, dict[Target, float]] = field(default_factory=dict)
+
+
+NO_LIVE_OFFSETS = LiveOffsets()
 
 
 class TargetLiveCalibration(BaseModel):
@@ -46,12 +64,20 @@ class LiveCalibration(BaseModel):
     quantile: float
     through_sample_id: int = Field(ge=0, description="last training row taken into account")
     targets: dict[Target, TargetLiveCalibration]
+    # per hardware class (normalised label): the factor its rows are served with
+    classes: dict[str, dict[Target, TargetLiveCalibration]] = Field(default_factory=dict)
 
-    def log_offsets(self, quantile: float) -> dict[Target, float]:
+    def log_offsets(self, quantile: float) -> LiveOffsets:
         """The offsets to serve with a bundle of `quantile` (none for another quantile)."""
         if self.quantile != quantile:
-            return {}
-        return {t: entry.log_offset for t, entry in self.targets.items()}
+            return NO_LIVE_OFFSETS
+        return LiveOffsets(
+            pool={t: entry.log_offset for t, entry in self.targets.items()},
+            classes={
+                name: {t: entry.log_offset for t, entry in targets.items()}
+                for name, targets in self.classes.items()
+            },
+        )
 
 
 def write_live_calibration(model_dir: Path, calibration: LiveCalibration) -> None:
@@ -100,5 +126,5 @@ class LiveCalibrationReader:
         self.current = read_live_calibration(self.model_dir)
         return True
 
-    def log_offsets(self, quantile: float) -> dict[Target, float]:
-        return {} if self.current is None else self.current.log_offsets(quantile)
+    def log_offsets(self, quantile: float) -> LiveOffsets:
+        return NO_LIVE_OFFSETS if self.current is None else self.current.log_offsets(quantile)

@@ -18,7 +18,8 @@ from shared.artifact import (
     read_manifest,
 )
 from shared.backends import Backend, backend_for
-from shared.features import Columns, build_matrix
+from shared.features import Columns, build_matrix, code_column, pod_class_code
+from shared.live_calibration import NO_LIVE_OFFSETS, LiveOffsets
 from shared.prior import PRIOR_VERSION, prior_predict
 from shared.served import answer_ms, calibration_scale, compile_model, model_output
 from shared.settings import ModelType, ObjectiveType
@@ -41,14 +42,17 @@ class LoadedBundle:
     loaded_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     spaces: dict[Target, TargetSpace] = field(default_factory=dict)
     # Calibration per target, as log factors: the bundle's conformal one and the live one
-    # (shared.live_calibration), which changes without a new bundle.
+    # (shared.live_calibration), which changes without a new bundle; the live one may
+    # differ per hardware class.
     log_offsets: dict[Target, float] = field(default_factory=dict)
-    live_log_offsets: dict[Target, float] = field(default_factory=dict)
+    live: LiveOffsets = NO_LIVE_OFFSETS
     # The models as flat arrays (shared.tree_eval), where they reproduce the library.
     compiled: dict[Target, CompiledTrees] = field(default_factory=dict, repr=False)
     # exp of their sum (shared.served.calibration_scale), computed once: the predict path
-    # multiplies by it.
+    # multiplies by it; rows of a class with a live factor of its own by class_scales
+    # (keyed by pod_class_code, as the rows carry it).
     scales: dict[Target, float] = field(init=False, repr=False)
+    class_scales: dict[Target, dict[float, float]] = field(init=False, repr=False)
     # The library of model_type, for the models (or batches) the walk does not serve.
     backend: Backend = field(init=False, repr=False, compare=False)
 
@@ -57,9 +61,19 @@ class LoadedBundle:
             self,
             "scales",
             {
-                t: calibration_scale(
-                    self.log_offsets.get(t, 0.0), self.live_log_offsets.get(t, 0.0)
-                )
+                t: calibration_scale(self.log_offsets.get(t, 0.0), self.live.pool.get(t, 0.0))
+                for t in TARGETS
+            },
+        )
+        object.__setattr__(
+            self,
+            "class_scales",
+            {
+                t: {
+                    pod_class_code(name): calibration_scale(self.log_offsets.get(t, 0.0), live)
+                    for name, offsets in self.live.classes.items()
+                    if (live := offsets.get(t)) is not None
+                }
                 for t in TARGETS
             },
         )
@@ -72,11 +86,34 @@ class LoadedBundle:
     def has_model(self, target: Target) -> bool:
         return self.models.get(target) is not None
 
-    def with_live(self, log_offsets: dict[Target, float]) -> LoadedBundle:
-        """This bundle serving `log_offsets` as its live calibration; trained targets only
+    def with_live(self, offsets: LiveOffsets) -> LoadedBundle:
+        """This bundle serving `offsets` as its live calibration; trained targets only
         (the cold-start prior is a documented formula, not a model to correct)."""
-        live = {t: v for t, v in log_offsets.items() if self.has_model(t)}
-        return self if live == self.live_log_offsets else replace(self, live_log_offsets=live)
+        live = LiveOffsets(
+            pool={t: v for t, v in offsets.pool.items() if self.has_model(t)},
+            classes={
+                name: trained
+                for name, targets in offsets.classes.items()
+                if (trained := {t: v for t, v in targets.items() if self.has_model(t)})
+            },
+        )
+        return self if live == self.live else replace(self, live=live)
+
+    def live_log_offset(self, target: Target) -> float:
+        """The pool's live log-factor served for `target` (0: none)."""
+        return self.live.pool.get(target, 0.0)
+
+    def _scale(self, target: Target, columns: Columns) -> float | np.ndarray:
+        """The calibration factor of each row: its class's where the class has a live
+        factor of its own, else the pool's (one number when no row needs another)."""
+        by_class = self.class_scales[target]
+        codes = columns.get(code_column("pod_class"))
+        if not by_class or codes is None:
+            return self.scales[target]
+        scale = np.full(len(codes), self.scales[target])
+        for code, class_scale in by_class.items():
+            scale[codes == code] = class_scale
+        return scale
 
     def predict(self, columns: Columns) -> dict[Target, np.ndarray]:
         """Predictions per target in ms, clamped at 0 (a latency is never negative)."""
@@ -89,7 +126,7 @@ class LoadedBundle:
             matrix = build_matrix(columns, self.features[target])
             output = model_output(self.backend, model, self.compiled.get(target), matrix)
             space = self.spaces.get(target, TargetSpace.MS)
-            out[target] = answer_ms(space, columns, output, self.scales[target])
+            out[target] = answer_ms(space, columns, output, self._scale(target, columns))
         return out
 
 

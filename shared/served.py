@@ -51,8 +51,11 @@ def calibration_scale(log_offset: float, live_log_offset: float = 0.0) -> float:
     return math.exp(log_offset + live_log_offset)
 
 
-def answer_ms(space: TargetSpace, columns: Columns, output: np.ndarray, scale: float) -> np.ndarray:
+def answer_ms(
+    space: TargetSpace, columns: Columns, output: np.ndarray, scale: float | np.ndarray
+) -> np.ndarray:
     """The answer in ms to rows `columns` from a model's raw `output` (a model of `space`),
-    times `scale` (calibration_scale; 1.0: uncalibrated), clamped at 0."""
+    times `scale` (calibration_scale, one number or one per row; 1.0: uncalibrated),
+    clamped at 0."""
     ms: np.ndarray = np.maximum(to_ms(space, columns, output) * scale, 0.0)
     return ms

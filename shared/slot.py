@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import threading
 
+from shared.live_calibration import NO_LIVE_OFFSETS, LiveOffsets
 from shared.predictor import LoadedBundle, prior_bundle
 from shared.settings import CommonSettings
-from shared.targets import Target
 
 
 class BundleSlot:
     def __init__(self, prior: LoadedBundle, published: LoadedBundle | None = None):
         """`prior` answers until a trained bundle is published (the documented cold start)."""
         self._serving = published or prior
-        self._live: dict[Target, float] = {}
+        self._live = NO_LIVE_OFFSETS
         self._lock = threading.Lock()
 
     @property
@@ -34,22 +34,20 @@ class BundleSlot:
         serving = self._serving
         return None if serving.is_prior else serving
 
-    def publish(
-        self, bundle: LoadedBundle, live: dict[Target, float] | None = None
-    ) -> LoadedBundle:
+    def publish(self, bundle: LoadedBundle, live: LiveOffsets | None = None) -> LoadedBundle:
         """Serve `bundle` with the live factors (`live`, or the ones already set); returns
         the bundle served before."""
         with self._lock:
             if live is not None:
-                self._live = dict(live)
+                self._live = live
             previous, self._serving = self._serving, bundle.with_live(self._live)
             return previous
 
-    def set_live(self, live: dict[Target, float]) -> LoadedBundle:
+    def set_live(self, live: LiveOffsets) -> LoadedBundle:
         """New live factors for the bundle served and every later one; returns the bundle
         served before."""
         with self._lock:
-            self._live = dict(live)
+            self._live = live
             previous, self._serving = self._serving, self._serving.with_live(self._live)
             return previous
 

@@ -3,10 +3,10 @@ test sees what a retrainer published, in order."""
 
 from __future__ import annotations
 
+from shared.live_calibration import LiveOffsets
 from shared.predictor import LoadedBundle, prior_bundle
 from shared.settings import CommonSettings
 from shared.slot import BundleSlot
-from shared.targets import Target
 
 
 class RecordingSlot(BundleSlot):
@@ -18,8 +18,6 @@ class RecordingSlot(BundleSlot):
         )
         self.history: list[LoadedBundle] = []
 
-    def publish(
-        self, bundle: LoadedBundle, live: dict[Target, float] | None = None
-    ) -> LoadedBundle:
+    def publish(self, bundle: LoadedBundle, live: LiveOffsets | None = None) -> LoadedBundle:
         self.history.append(bundle)
         return super().publish(bundle, live)

@@ -96,6 +96,13 @@ class TrainingMetrics:
             ["target"],
             registry=r,
         )
+        self.live_class_log_offset = Gauge(
+            "latency_live_calibration_class_log_offset",
+            "Live calibration log-factor served to the rows of one hardware class "
+            "(pools that mix classes; at most 16 classes)",
+            ["target", "pod_class"],
+            registry=r,
+        )
         self.live_shifts = Counter(
             "latency_live_shifts",
             "Shifts in the latency the live calibration found and followed (the factor set "

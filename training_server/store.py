@@ -221,13 +221,20 @@ class SampleStore:
             return int(conn.execute(newest).scalar_one())
 
     def window(
-        self, target: Target, *, test: bool, limit: int | None = None, since_id: int = 0
+        self,
+        target: Target,
+        *,
+        test: bool,
+        limit: int | None = None,
+        since_id: int = 0,
+        pod_class: str | None = None,
     ) -> tuple[Columns, np.ndarray]:
         """The newest `limit` (all if None) rows measuring `target` in one split with an id
-        of at least `since_id`, oldest first. Served by ix_samples_window, so a large store
-        is never read whole. Besides the feature columns, `pod_class` holds each row's class
-        label as stored (an object array: the per-class figures of a retrain name classes,
-        which codes cannot)."""
+        of at least `since_id` (and of the hardware class `pod_class`, normalised, when
+        given), oldest first. Served by ix_samples_window, so a large store is never read
+        whole. Besides the feature columns, `pod_class` holds each row's class label as
+        stored (an object array: the per-class figures of a retrain name classes, which
+        codes cannot)."""
         cols = [samples.c[name] for name in NUMERIC_FIELDS]
         labels = [samples.c[name] for name in LABEL_FIELDS]
         stmt = (
@@ -240,6 +247,8 @@ class SampleStore:
             .order_by(samples.c.id.desc())
             .limit(limit)
         )
+        if pod_class is not None:
+            stmt = stmt.where(func.lower(func.trim(samples.c.pod_class)) == pod_class)
         with self.engine.connect() as conn:
             rows = _plain_rows(conn, stmt)[::-1]
         actual = np.array([r[0] for r in rows], dtype=np.float64)

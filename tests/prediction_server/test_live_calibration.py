@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from shared.live_calibration import LIVE_CALIBRATION
+from shared.targets import Target
 from tests.apps import app_of
 from tests.conftest import publish_trained_bundle
 from tests.polling import eventually
@@ -60,7 +61,42 @@ def test_live_calibration_follows_the_file(model_dir: Path) -> None:
         assert p2 == pytest.approx(p0)
     assert single["ttft_ms"] == pytest.approx(second[0][0])
     assert factor == pytest.approx(math.exp(-0.2))
-    assert status["ttft"] == {"bundle_log_offset": 0.0, "live_log_offset": -0.2}
+    assert status["ttft"] == {
+        "bundle_log_offset": 0.0,
+        "live_log_offset": -0.2,
+        "live_class_log_offsets": {},
+    }
+
+
+def test_rows_of_a_class_with_a_factor_of_its_own_are_served_with_it(model_dir: Path) -> None:
+    """A pool mixing classes: b200 rows (whatever the label's case) take b200's factor; rows
+    of another class, or of none, the pool's; a target the class has no factor for, the
+    pool's too."""
+    publish_trained_bundle(model_dir, seed=1)
+    labelled = [
+        {**row, "pod_class": label}
+        for row, label in zip(
+            ROWS, ["B200 ", "b200", "h200", "", "b200", "h200", "", "b200"], strict=True
+        )
+    ]
+    with running_app(model_dir) as client:
+        plain = [(p["ttft_ms"], p["tpot_ms"]) for p in strict(client, labelled)["predictions"]]
+        (model_dir / LIVE_CALIBRATION).write_bytes(
+            live_calibration_json(ttft=0.1, tpot=-0.1, classes={"b200": {Target.TTFT: 0.5}})
+        )
+        eventually(
+            lambda: strict(client, labelled)["predictions"][3]["ttft_ms"] != plain[3][0],
+            WAIT_S,
+            "the live calibration read",
+        )
+        served = [(p["ttft_ms"], p["tpot_ms"]) for p in strict(client, labelled)["predictions"]]
+        status = client.get("/status").json()["calibration"]
+    for row, (t0, p0), (t1, p1) in zip(labelled, plain, served, strict=True):
+        b200 = row["pod_class"].strip().lower() == "b200"
+        assert t1 == pytest.approx(t0 * math.exp(0.5 if b200 else 0.1), rel=1e-6)
+        assert p1 == pytest.approx(p0 * math.exp(-0.1), rel=1e-6)
+    assert status["ttft"]["live_class_log_offsets"] == {"b200": 0.5}
+    assert status["tpot"]["live_class_log_offsets"] == {}
 
 
 def test_factor_for_another_quantile_or_the_prior_is_not_applied(model_dir: Path) -> None:

@@ -274,7 +274,13 @@ def test_live_calibration_is_mirrored_and_applied(
     assert corrected["model_version"] == V1
 
 
-def live_calibration_json(*, ttft: float, tpot: float, quantile: float = 0.9) -> bytes:
+def live_calibration_json(
+    *,
+    ttft: float,
+    tpot: float,
+    quantile: float = 0.9,
+    classes: dict[str, dict[Target, float]] | None = None,
+) -> bytes:
     return (
         LiveCalibration(
             updated_at=datetime.now(UTC),
@@ -283,6 +289,10 @@ def live_calibration_json(*, ttft: float, tpot: float, quantile: float = 0.9) ->
             targets={
                 Target.TTFT: TargetLiveCalibration(log_offset=ttft),
                 Target.TPOT: TargetLiveCalibration(log_offset=tpot),
+            },
+            classes={
+                name: {t: TargetLiveCalibration(log_offset=v) for t, v in offsets.items()}
+                for name, offsets in (classes or {}).items()
             },
         )
         .model_dump_json()

@@ -41,7 +41,7 @@ from shared.features import (
     columns_from_dicts,
     feature_names,
 )
-from shared.live_calibration import MAX_LIVE_LOG_OFFSET
+from shared.live_calibration import MAX_LIVE_LOG_OFFSET, LiveOffsets
 from shared.predictor import LoadedBundle, load_current_bundle, prior_bundle
 from shared.schemas import COUNT_MAX
 from shared.settings import ModelType, ObjectiveType, PredictionSettings
@@ -171,7 +171,9 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, LoadedBundle]
         name = model_type.value
         out[name] = bundle
         out[f"{name}-library"] = replace(bundle, compiled={})  # the library's own predict
-        out[f"{name}-live-max"] = bundle.with_live({t: MAX_LIVE_LOG_OFFSET for t in TARGETS})
+        out[f"{name}-live-max"] = bundle.with_live(
+            LiveOffsets(pool={t: MAX_LIVE_LOG_OFFSET for t in TARGETS})
+        )
     assert sorted(out) == sorted(BUNDLES)
     return out
 
@@ -270,9 +272,9 @@ def test_a_model_fitted_on_absurd_actuals_answers_finite(tmp_path: Path) -> None
         )
         bundle = load_current_bundle(model_dir)
         assert bundle is not None
-        predictions = bundle.with_live({t: MAX_LIVE_LOG_OFFSET for t in TARGETS}).predict(
-            decode_prediction_rows([HUGE_ROW, synthetic_rows(1, seed=9)[0]])
-        )
+        predictions = bundle.with_live(
+            LiveOffsets(pool={t: MAX_LIVE_LOG_OFFSET for t in TARGETS})
+        ).predict(decode_prediction_rows([HUGE_ROW, synthetic_rows(1, seed=9)[0]]))
         for values in predictions.values():
             assert np.isfinite(values).all() and (values > 0).all()
 

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from devkit.synthetic import synthetic_rows
 from shared.live_calibration import (
+    NO_LIVE_OFFSETS,
     LiveCalibration,
     LiveCalibrationReader,
     read_live_calibration,
@@ -122,8 +123,10 @@ def test_reader_follows_replacements_and_keeps_the_last_good_file(
     assert reader.poll() and not reader.poll()  # read once, then unchanged
     ingest(client, slower_rows(100, seed=9, scale=4.0))
     tick(client)
-    assert reader.poll() and reader.log_offsets(0.9)[Target.TTFT] > 0
-    assert reader.log_offsets(0.5) == {}  # a factor for another quantile is never served
+    assert reader.poll() and reader.log_offsets(0.9).pool[Target.TTFT] > 0
+    assert (
+        reader.log_offsets(0.5) == NO_LIVE_OFFSETS
+    )  # a factor for another quantile is never served
     good = reader.current
     (model_dir / "calibration.json").write_text('{"format_version": 1, "quantile": "x"}')
     with pytest.raises(ValueError, match=r"calibration\.json"):
@@ -167,9 +170,73 @@ def test_a_new_bundle_rebases_the_factor_so_the_served_p90_stays_put(
             columns, actual = state.store.window(target, test=True, limit=REBASE_MIN_ROWS)
         assert 0 < len(actual) <= REBASE_MIN_ROWS
         needed = [
-            conformal_log_offset(np.log(actual / b.with_live({}).predict(columns)[target]), 0.9)
+            conformal_log_offset(
+                np.log(actual / b.with_live(NO_LIVE_OFFSETS).predict(columns)[target]), 0.9
+            )
             for b in (old, new)
         ]
         assert needed[1] < needed[0]  # the new bundle answers higher: the factor gives that back
         expected = before.targets[target].log_offset + needed[1] - needed[0]
         assert after.targets[target].log_offset == pytest.approx(expected, abs=1e-9)
+
+
+def classed(rows: list[dict[str, Any]], pod_class: str) -> list[dict[str, Any]]:
+    return [{**row, "pod_class": pod_class} for row in rows]
+
+
+def test_each_class_gets_a_factor_of_its_own(open_client: OpenClient) -> None:
+    """One class slows 4x, the other does not: the slow class's factor follows it, the
+    other's stays near 1, the pool's lands in between; the predict route serves each row
+    its class's factor, the pool's to a row without a class."""
+    client = open_client(calibration_step=0.01)
+    train(client)
+    tick(client)
+    before = client.post("/predict", json=_epp_row()).json()
+    slow = classed(slower_rows(200, seed=5, scale=4.0), " Slow")  # stored as sent
+    ingest(client, slow + classed(slower_rows(200, seed=6, scale=1.0), "fast"))
+    tick(client)
+    published = published_of(client)
+    assert set(published.classes) == {"slow", "fast"}
+    for target, pool in published.targets.items():
+        slow_offset = published.classes["slow"][target].log_offset
+        fast_offset = published.classes["fast"][target].log_offset
+        assert slow_offset == pytest.approx(math.log(4.0), abs=0.5)
+        assert abs(fast_offset) < 0.3
+        assert fast_offset < pool.log_offset < slow_offset
+        n = sum(1 for r in slow if r[target.actual_field] > 0)
+        assert published.classes["slow"][target].rows == n
+        assert published.classes["slow"][target].recent_coverage == 0.0
+    offsets = {t: e.log_offset for t, e in published.targets.items()}
+    for pod_class, offset in [
+        ("SLOW", published.classes["slow"][Target.TTFT].log_offset),
+        ("fast", published.classes["fast"][Target.TTFT].log_offset),
+        ("", offsets[Target.TTFT]),
+    ]:
+        after = client.post("/predict", json={**_epp_row(), "pod_class": pod_class}).json()
+        assert after["ttft_ms"] == pytest.approx(before["ttft_ms"] * math.exp(offset), rel=1e-6)
+    metrics = client.get("/metrics").text
+    assert 'latency_live_calibration_class_log_offset{pod_class="slow",target="ttft"}' in metrics
+
+
+def test_a_pool_of_one_class_serves_what_the_pool_factor_would(
+    open_client: OpenClient,
+) -> None:
+    """Every row of one class: its factor moves exactly as the pool's, through a shift, the
+    steps after it and the rebase on a new bundle."""
+    client = open_client(calibration_step=0.01)
+
+    def retrain(seed: int) -> None:
+        ingest(client, classed(synthetic_rows(400, seed=seed), "h200"))
+        assert client.post("/retrain").json()["outcome"] == "ok"
+
+    retrain(seed=10)
+    tick(client)
+    for seed in (11, 12):
+        ingest(client, classed(slower_rows(150, seed=seed, scale=3.0), "h200"))
+        tick(client)
+        retrain(seed=seed + 10)
+        tick(client)
+        published = published_of(client)
+        for target, pool in published.targets.items():
+            assert published.classes["h200"][target].log_offset == pool.log_offset
+            assert pool.log_offset != 0.0  # the factors did move
