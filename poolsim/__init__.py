@@ -8,7 +8,8 @@ Modules, one job each: `request` (requests and completions), `hardware` (named c
 the step-time roofline), `blocks` (KV blocks and the prefix cache), `sequence` and `pod`
 (one pod's scheduler), `encoder` (a multimodal pod's vision encoder: its time per image
 and its cache of encoded images), `engine` (the event loop), `pool_changes` (pods that
-join the pool and classes that slow down during a run), `workloads` and `replay` (requests),
+join the pool and classes that slow down during a run), `roles`, `disagg`, `kv_transfer`
+and `metrics_pd` (prefill/decode disaggregated pools), `workloads` and `replay` (requests),
 `policy_api` (what a policy sees and implements), `policies` and `oracle`, `predicted`
 (llm-d's picker on our real predictor, closed loop; with `predictor_servers`, `model_age`
 and `prediction_quality`), `metrics`, `report`, `progress`, `command`, and `calibrate`.

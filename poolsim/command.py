@@ -5,7 +5,7 @@
         [--seed 0] [--hardware h200|b200|h200:4,b200:4] [--join CLASS:COUNT@SECONDS ...]
         [--slowdown CLASS:FACTOR@SECONDS ...] [--json OUT] [--plots DIR] [--speedup 5]
         [--training-url URL --prediction-url URL[,URL...]] [--prediction-servers 1]
-        [--max-model-age 12] [--no-regret]
+        [--max-model-age 12] [--no-regret] [--roles prefill:2,decode:6 [--pd-threshold 16]]
 
 Every policy serves the same requests (the workload's seed). Every pick is judged by its
 decision regret (the chosen pod's look-ahead TTFT minus the least any pod would have
@@ -34,6 +34,8 @@ A workload whose requests carry images (`multimodal`, poolsim.encoder) sets
 `PolicyOptions.multimodal`: the predicted policies' servers run with
 LATENCY_ENABLE_ENCODER_FEATURES=true and token-load-per-class takes llm-d's multimodal
 affinity settings; the report adds the encoder cache's figures per policy.
+--roles prefill:2,decode:6 makes a prefill/decode disaggregated pool (poolsim.roles,
+poolsim.command_pd); the JSON adds `pd` and per policy `by_role`, the report a table.
 Exit 0 on success, 1 when a workload file cannot be used, 2 on a usage error.
 """
 
@@ -48,6 +50,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from poolsim import command_pd
 from poolsim.hardware import (
     Hardware,
     HardwareSpecError,
@@ -59,6 +62,7 @@ from poolsim.policy_api import PolicyOptions
 from poolsim.pool_changes import PoolChangeError, parse_pool_changes
 from poolsim.replay import ReplayError, load_replay
 from poolsim.request import Request
+from poolsim.roles import RolesSpecError
 from poolsim.workloads import WORKLOADS, generate
 
 if TYPE_CHECKING:  # the heavier modules load when the command runs, not with the CLI
@@ -96,10 +100,15 @@ def _requests(args: argparse.Namespace) -> list[Request]:
 def resolve_pool(args: argparse.Namespace) -> list[Hardware]:
     """Each pod's class from --hardware and --pods (poolsim.hardware.parse_hardware); sets
     args.pods to the pool's size and args.changes to the --join and --slowdown changes
-    (poolsim.pool_changes). UsageProblem when they do not name a pool or a change."""
+    (poolsim.pool_changes), and args.pd to the P/D settings of --roles (None without).
+    UsageProblem when they do not name a pool or a change."""
+    args.pd = None
     try:
-        pool = parse_hardware(args.hardware, args.pods)
-    except HardwareSpecError as exc:
+        if getattr(args, "roles", None):
+            pool, args.pd = command_pd.pd_pool(args)
+        else:
+            pool = parse_hardware(args.hardware, args.pods)
+    except (HardwareSpecError, RolesSpecError, command_pd.PdUsageError) as exc:
         raise UsageProblem(str(exc)) from None
     args.pods = len(pool)
     try:
@@ -119,6 +128,8 @@ def _check(args: argparse.Namespace) -> list[str]:
     for name in names:
         try:
             check_name(name)
+            if args.pd is not None:
+                command_pd.check_policy(name)
         except ValueError as exc:
             raise UsageProblem(f"--policies: {exc}") from None
     if args.max_model_age < 0:
@@ -153,6 +164,7 @@ def _run_one(name: str, requests: list[Request], args: argparse.Namespace) -> Ru
         progress=bar,
         regret=not args.no_regret,
         changes=args.changes,
+        pd=args.pd,
     )
     result = asyncio.run(_until_sigterm(engine))
     if bar is not None:
@@ -233,6 +245,8 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.changes.describe():
         _out(f"pool changes: {args.changes.describe()}")
+    if args.pd is not None:
+        _out(command_pd.describe(args.pd))
     note = _predictor_note(args, names, any(request.image_ids for request in requests))
     if note:
         _out(note)
@@ -282,6 +296,7 @@ def _report(
     from poolsim.report import (
         encoder_table,
         markdown_table,
+        pd_role_table,
         pod_class_table,
         served_table,
         write_plots,
@@ -300,6 +315,10 @@ def _report(
     if per_class:
         _out(f"\nPer hardware class ({pool_label(args.changes.pool(args.pool))}):\n")
         _out(per_class)
+    per_role = pd_role_table(results)
+    if per_role:
+        _out("\nPer P/D role (requests that touched a pod of the role; p90s):\n")
+        _out(per_role)
     if args.plots:
         plots = write_plots(ttfts, results, Path(args.plots), str(args.workload), args.changes)
         for path in plots:
@@ -331,6 +350,8 @@ def _write_json(
         "policies": results,
         "pool_changes": args.changes.to_json(args.pool),
     }
+    if args.pd is not None:
+        document["pd"] = command_pd.to_json(args.pd)
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_suffix(path.suffix + ".tmp")
     temp.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

@@ -7,6 +7,7 @@ import argparse
 from poolsim.hardware import HARDWARE_SPEC_HELP
 from poolsim.policies import FACTORIES
 from poolsim.pool_changes import JOIN_HELP, SLOWDOWN_HELP
+from poolsim.roles import DEFAULT_PD_THRESHOLD, ROLES_HELP, THRESHOLD_HELP
 from poolsim.workloads import WORKLOADS
 
 DEFAULT_POLICIES = "random,round-robin,least-requests,heuristic,oracle"
@@ -50,6 +51,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="CLASS:FACTOR@SECONDS",
         help=f"{SLOWDOWN_HELP}; e.g. h200:1.5@180",
+    )
+    parser.add_argument(
+        "--roles",
+        metavar="prefill:N,decode:M",
+        help=f"{ROLES_HELP}; e.g. prefill:2,decode:6 (default: no roles, monolithic pods)",
+    )
+    parser.add_argument(
+        "--pd-threshold",
+        type=int,
+        default=DEFAULT_PD_THRESHOLD,
+        metavar="TOKENS",
+        help=THRESHOLD_HELP,
     )
     parser.add_argument("--json", metavar="OUT", help="write every figure as JSON")
     parser.add_argument(

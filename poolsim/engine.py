@@ -13,6 +13,15 @@ A pool may change during the run (poolsim.pool_changes): pods that join later ex
 the start, after the initial ones, but a policy, the oracle and the regret meter see only
 the pods live at each pick (always the first ones); slowdowns are events of their own,
 applied before any arrival or step end at the same instant.
+
+A prefill/decode pool (`pd`, poolsim.roles) routes each arrival as llm-d's picker runs
+its profiles: the policy picks a decode pod among the live decode pods, the decider
+reads that pod's prefix cache, and a split request gets a prefill pod from a second
+pick among the prefill pods (poolsim.disagg follows it through prefill, KV transfer and
+decode; transfer ends are events too, applied before step ends and arrivals at the same
+instant). Its decision regret is measured on the pick that sets its TTFT most: the
+prefill pick (look-ahead prefill end among the prefill pods) for a split request, the
+decode pick (look-ahead TTFT among the decode pods) otherwise.
 """
 
 from __future__ import annotations
@@ -22,14 +31,16 @@ import heapq
 import inspect
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from poolsim.disagg import PdFlow, PdRoute, comes_first
 from poolsim.hardware import Hardware
 from poolsim.pod import Pod
 from poolsim.policy_api import Observation, PodFeatures, Policy, RequestInfo
 from poolsim.pool_changes import PoolChanges, PoolTimeline
 from poolsim.regret import RegretMeter
 from poolsim.request import Completion, Request
+from poolsim.roles import DECODE, PREFILL, PdConfig
 from poolsim.sequence import Seq
 
 Progress = Callable[[float], None]  # called with simulated seconds done, a few times a second
@@ -48,6 +59,8 @@ class RunResult:
     seqs: list[Seq] = field(default_factory=list)  # finished, with their token accounting
     routes: list[tuple[float, int]] = field(default_factory=list)  # (arrival_s, pod) per pick
     regrets: list[tuple[float, float]] = field(default_factory=list)  # (arrival_s, regret ms)
+    pd: PdConfig | None = None  # a P/D pool's roles and settings (None: monolithic)
+    pd_routes: dict[int, PdRoute] = field(default_factory=dict)  # P/D: request id -> route
 
 
 class Engine:
@@ -63,10 +76,12 @@ class Engine:
         progress: Progress | None = None,
         regret: bool = True,
         changes: PoolChanges | None = None,
+        pd: PdConfig | None = None,
     ) -> None:
         """`hw`: one class for every pod, or each pod's class in pod order (a mixed pool,
         poolsim.hardware.parse_hardware); `pods` and `hw` are the initial pool, `changes`
-        the pods that join it later and the slowdowns (poolsim.pool_changes)."""
+        the pods that join it later and the slowdowns (poolsim.pool_changes); `pd` makes
+        it a prefill/decode pool (one role per pod; no joins)."""
         if pods < 1:
             raise ValueError("pods must be at least 1")
         if speedup is not None and speedup <= 0:
@@ -76,18 +91,23 @@ class Engine:
             raise ValueError(f"{len(classes)} hardware classes for {pods} pods")
         self.changes = changes or PoolChanges()
         classes = self.changes.pool(classes)  # the joining pods after the initial ones
+        roles = list(pd.roles) if pd is not None else [""] * len(classes)
+        if len(roles) != len(classes):
+            raise ValueError(f"{len(roles)} roles for {len(classes)} pods (joins included)")
         self.timeline = PoolTimeline(self.changes, pods)
         distinct = list({c.name: c for c in classes}.values())
         for request in requests:
             for one in distinct:
                 _check_fits(request, one)
         self.requests = sorted(requests, key=lambda r: (r.arrival_s, r.id))
-        self.pods = [Pod(index, pod_hw) for index, pod_hw in enumerate(classes)]
+        pairs = enumerate(zip(classes, roles, strict=True))
+        self.pods = [Pod(i, pod_hw, role=role) for i, (pod_hw, role) in pairs]
+        self.pd = PdFlow(pd) if pd is not None else None
         self.hw, self.policy, self.speedup, self.progress = classes[0], policy, speedup, progress
         last = self.requests[-1].arrival_s if self.requests else 0.0
         self.limit_s = drain_limit_s if drain_limit_s is not None else 3 * last + 600.0
         self._events: list[tuple[float, int]] = []
-        self._features: dict[int, PodFeatures] = {}
+        self._features: dict[int, tuple[PodFeatures, ...]] = {}  # per pod of its route
         self.completions: list[Completion] = []
         self.finished: list[Seq] = []
         self.routes: list[tuple[float, int]] = []
@@ -102,13 +122,20 @@ class Engine:
         now = 0.0
         try:
             index = 0
-            while index < len(self.requests) or self._events:
+            while index < len(self.requests) or self._events or self._transferring():
                 arrival = self.requests[index].arrival_s if index < len(self.requests) else None
                 step = self._events[0][0] if self._events else None
-                if self.timeline.slowdown_due(arrival, step):
+                moved = self.pd.next_transfer_s() if self.pd is not None else None
+                if self.timeline.slowdown_due(arrival, step, moved):
                     now = self.timeline.apply_slowdown(self.pods)
                     continue
-                if step is not None and (arrival is None or step <= arrival):
+                if moved is not None and comes_first(moved, step, arrival):
+                    now = moved
+                    if now > self.limit_s:
+                        break
+                    await self._pace(now)
+                    self._transfer_done(now)
+                elif step is not None and (arrival is None or step <= arrival):
                     now, pod = heapq.heappop(self._events)
                     if now > self.limit_s:
                         break
@@ -137,9 +164,11 @@ class Engine:
         if ahead > 0:
             await asyncio.sleep(ahead)
 
+    def _transferring(self) -> bool:
+        return self.pd is not None and self.pd.pending()
+
     async def _arrive(self, request: Request, now: float) -> None:
         live = self.pods[: self.timeline.live_count(now)]  # pods join in index order
-        features = [pod_features(pod, request) for pod in live]
         info = RequestInfo(
             request.id,
             request.arrival_s,
@@ -148,17 +177,66 @@ class Engine:
             request.slo_tpot_ms,
             request.encoder_tokens,
         )
+        if self.pd is not None:
+            await self._arrive_pd(request, info, live, now)
+            return
+        choice, features = await self._pick(info, live, request, now)
+        self._send(request, live, choice, (features[choice],), now)
+
+    async def _pick(
+        self, info: RequestInfo, candidates: Sequence[Pod], request: Request, now: float
+    ) -> tuple[int, list[PodFeatures]]:
+        """The policy's pick among `candidates` (an index into them), and their features."""
+        features = [pod_features(pod, request) for pod in candidates]
         choice = self.policy.choose(info, features, now)
         if inspect.isawaitable(choice):
             choice = await choice
-        if not isinstance(choice, int) or not 0 <= choice < len(live):
-            raise ValueError(f"policy {self.policy.name} chose pod {choice!r} of {len(live)}")
-        if self.regret is not None:  # on the pods as the policy saw them
-            self.regret.measure(live, request, choice, now)
-        pod = live[choice]
-        self.routes.append((request.arrival_s, pod.index))
-        self._features[request.id] = features[choice]
-        pod.submit(request, now)
+        if not isinstance(choice, int) or not 0 <= choice < len(candidates):
+            raise ValueError(f"policy {self.policy.name} chose pod {choice!r} of {len(candidates)}")
+        return choice, features
+
+    def _send(
+        self,
+        request: Request,
+        candidates: Sequence[Pod],
+        choice: int,
+        features: tuple[PodFeatures, ...],
+        now: float,
+    ) -> None:
+        """Submit `request` to the chosen pod, after measuring the pick's regret on the
+        candidates as the policy saw them."""
+        if self.regret is not None:
+            self.regret.measure(candidates, request, choice, now)
+        self.routes.append((request.arrival_s, candidates[choice].index))
+        self._features[request.id] = features
+        self._submit(candidates[choice], request, now)
+
+    async def _arrive_pd(
+        self, request: Request, info: RequestInfo, live: Sequence[Pod], now: float
+    ) -> None:
+        """llm-d's P/D profiles: decode pick, decider on that pod, prefill pick if split."""
+        assert self.pd is not None
+        decoders = [pod for pod in live if pod.role == DECODE]
+        prefillers = [pod for pod in live if pod.role == PREFILL]
+        d, d_features = await self._pick(replace(info, profile=DECODE), decoders, request, now)
+        decode = decoders[d]
+        if not prefillers or not self.pd.splits(request, decode):
+            self.pd.route_whole(request, decode.index)
+            self._send(request, decoders, d, (d_features[d],), now)
+            return
+        p, p_features = await self._pick(replace(info, profile=PREFILL), prefillers, request, now)
+        stage = self.pd.route_split(request, prefillers[p].index, decode.index)
+        self._send(stage, prefillers, p, (p_features[p], d_features[d]), now)
+        self.routes.append((request.arrival_s, decode.index))
+
+    def _transfer_done(self, now: float) -> None:
+        """A split request's KV reached its decode pod: it joins that pod's queue."""
+        assert self.pd is not None
+        request, index = self.pd.pop_transfer()
+        self._submit(self.pods[index], request, now, kv_ready=True)
+
+    def _submit(self, pod: Pod, request: Request, now: float, kv_ready: bool = False) -> None:
+        pod.submit(request, now, kv_ready)
         if pod.step_end_s is None:
             self._schedule(pod, now)
 
@@ -170,12 +248,17 @@ class Engine:
     async def _step_end(self, pod: Pod, now: float) -> None:
         _, finished = pod.finish_step(now)
         for seq in finished:
+            if self.pd is not None and self.pd.is_prefill_stage(seq):
+                self.finished.append(seq)
+                self.pd.prefill_done(seq, self.pods, now)
+                continue
             done = self._completion(seq, pod.index)
             self.completions.append(done)
             self.finished.append(seq)
-            seen = self.policy.observe(Observation(done, self._features.pop(seq.request.id)))
-            if inspect.isawaitable(seen):
-                await seen
+            for features in self._features.pop(seq.request.id):
+                seen = self.policy.observe(Observation(done, features))
+                if inspect.isawaitable(seen):
+                    await seen
         self._schedule(pod, now)
 
     def _completion(self, seq: Seq, pod: int) -> Completion:
@@ -188,6 +271,8 @@ class Engine:
             if request.output_tokens > 1
             else None
         )
+        route = self.pd.routes.get(request.id) if self.pd is not None else None
+        prefill = route.prefill if route is not None else None
         return Completion(
             request=request,
             pod=pod,
@@ -199,6 +284,8 @@ class Engine:
             e2e_ms=(finish - request.arrival_s) * 1000.0 + overhead,
             prefix_hit_tokens=seq.first_hit_tokens,
             preemptions=seq.preemptions,
+            prefill_pod=prefill,
+            prefill_hit_tokens=route.prefill_hit_tokens if route and prefill is not None else 0,
         )
 
     def _result(self, now: float) -> RunResult:
@@ -215,6 +302,8 @@ class Engine:
             seqs=self.finished,
             routes=self.routes,
             regrets=self.regret.regrets if self.regret is not None else [],
+            pd=self.pd.config if self.pd is not None else None,
+            pd_routes=self.pd.routes if self.pd is not None else {},
         )
 
 
@@ -234,6 +323,7 @@ def pod_features(pod: Pod, request: Request) -> PodFeatures:
         pod_class=pod.hw.name,
         encoder_input_size=request.encoder_tokens,
         encoder_matched_size=pod.encoder.matched_tokens(request) if request.image_ids else 0,
+        pod_type=pod.role,
     )
 
 

@@ -1,7 +1,8 @@
 """Per-policy figures of one run: latency percentiles, SLO attainment, throughput, how the
 pool shared the work (overall and per minute of arrival), the decision regret of the
 picks (poolsim.regret), and, for a workload with images only, the encoder caches' figures
-(`encoder`; absent otherwise, so a text-only run's figures are as before)."""
+(`encoder`; absent otherwise, so a text-only run's figures are as before), and for a
+prefill/decode pool only, the figures per role (`by_role`, poolsim.metrics_pd)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import NotRequired, TypedDict
 import numpy as np
 
 from poolsim.engine import RunResult
+from poolsim.metrics_pd import RoleFigures, by_role
 from poolsim.request import Completion, Request
 
 
@@ -100,6 +102,7 @@ class PolicyMetrics(TypedDict):
     policy: dict[str, float]
     class_share_over_time: ClassShareOverTime  # per class and 30 s bin of arrival
     encoder: NotRequired[EncoderFigures]  # only when some request carried images
+    by_role: NotRequired[dict[str, RoleFigures]]  # only for a prefill/decode pool
 
 
 def percentiles(values: Sequence[float]) -> Percentiles:
@@ -193,12 +196,17 @@ def by_pod_class(result: RunResult) -> dict[str, PodClassFigures]:
 
 
 def hit_rates(result: RunResult) -> list[float | None]:
-    """Per pod: prompt tokens found in its prefix cache / prompt tokens it served."""
+    """Per pod: prompt tokens found in its prefix cache / prompt tokens it served (a
+    split request's prompt counts on its prefill pod and its decode pod, each with its
+    own hit)."""
     hits = [0] * len(result.pods)
     tokens = [0] * len(result.pods)
     for done in result.completions:
         hits[done.pod] += done.prefix_hit_tokens
         tokens[done.pod] += done.request.input_tokens
+        if done.prefill_pod is not None:
+            hits[done.prefill_pod] += done.prefill_hit_tokens
+            tokens[done.prefill_pod] += done.request.input_tokens
     return [h / t if t else None for h, t in zip(hits, tokens, strict=True)]
 
 
@@ -317,4 +325,6 @@ def summarize(result: RunResult) -> PolicyMetrics:
     encoder = encoder_figures(result)
     if encoder is not None:
         metrics["encoder"] = encoder
+    if result.pd is not None:
+        metrics["by_role"] = by_role(result)
     return metrics

@@ -14,6 +14,13 @@ found so far, trying pods in order of a lower bound on their TTFT, and skip pods
 bound already exceeds it (both exact: they change the cost, never the choice).
 `least_lookahead_ttft` is that search, shared with the decision-regret meter
 (poolsim.regret), which asks the same question of every other policy's picks.
+
+In a prefill/decode pool (poolsim.roles) it answers each profile with the same
+look-ahead on that profile's pods: the prefill pick by the earliest end of the prompt's
+prefill on a prefill pod (its first token there), the decode pick by the least TTFT
+the request would have if that decode pod served it whole. The latter ignores that a
+split request skips the prefill on its decode pod (and the transfer): a greedy
+stand-in, not the best P/D route.
 """
 
 from __future__ import annotations
@@ -109,7 +116,10 @@ class OraclePolicy(BasePolicy):
         self.pods, self.requests = pods, requests
 
     def choose(self, request: RequestInfo, pods: Sequence[PodFeatures], now_s: float) -> int:
-        live = self.pods[: len(pods)]  # the pods live now are the first ones (policy_api)
+        # the pods live now are the first ones (policy_api); in a P/D pool the profile's
+        # role's, in pod order
+        role = request.profile
+        live = [pod for pod in self.pods if pod.role == role][: len(pods)]
         search = least_lookahead_ttft(live, self.requests[request.id], now_s)
         self.lookaheads += search.lookaheads
         best, ttfts = search.best_s, search.ttfts_s

@@ -11,6 +11,12 @@ shared blocks from the prefix cache, and the encoding of its images that the pod
 encoder cache lacks (poolsim.encoder). A step that completes a prompt emits its first
 token; each decode step emits one more. Step durations come from `Hardware.step_ms`, plus
 the encoder time of the images encoded in that step (0 for text-only requests).
+
+In a P/D pool (poolsim.roles) a pod has a role. A decode pod takes a disaggregated
+request with its prompt's KV already computed (`submit(..., kv_ready=True)`): admitting
+it takes blocks for the whole prompt at once (its prefix-cache hit, then new blocks for
+the KV that arrived), and only the last prompt token is computed here, in a one-token
+chunk that emits the first token, as vLLM's decode side does after a remote prefill.
 """
 
 from __future__ import annotations
@@ -25,9 +31,12 @@ from poolsim.sequence import Seq
 
 
 class Pod:
-    def __init__(self, index: int, hw: Hardware, allocator: BlockAllocator | None = None) -> None:
+    def __init__(
+        self, index: int, hw: Hardware, allocator: BlockAllocator | None = None, role: str = ""
+    ) -> None:
         self.index = index
         self.hw = hw
+        self.role = role  # "prefill", "decode" or "" (a pool without roles)
         self.allocator: BlockAllocator = allocator or KVBlockAllocator(hw.kv_blocks, hw.block_size)
         self.waiting: deque[Seq] = deque()
         self.running: list[Seq] = []
@@ -70,10 +79,13 @@ class Pod:
         )
 
     # ---- requests in
-    def submit(self, request: Request, now_s: float) -> Seq:
-        seq = Seq(request, now_s, target=request.input_tokens)
+    def submit(self, request: Request, now_s: float, kv_ready: bool = False) -> Seq:
+        """Queue `request`; `kv_ready`: its prompt's KV arrives computed (P/D decode)."""
+        seq = Seq(request, now_s, target=request.input_tokens, kv_ready=kv_ready)
         cached = self.allocator.match(request)[0] * self.hw.block_size
-        seq.uncached_at_dispatch = request.input_tokens - min(cached, request.input_tokens - 1)
+        seq.uncached_at_dispatch = (
+            1 if kv_ready else request.input_tokens - min(cached, request.input_tokens - 1)
+        )
         self.waiting.append(seq)
         self.prefill_pending_tokens += request.input_tokens
         self.uncached_pending_tokens += seq.uncached_at_dispatch
@@ -153,6 +165,11 @@ class Pod:
         while self.waiting and budget > 0 and len(self.running) < self.hw.max_num_seqs:
             seq = self.waiting[0]
             matched, evictable = self.allocator.match(seq.request)
+            if seq.kv_ready:
+                if not self._admit_ready(seq, matched, evictable):
+                    return
+                budget -= 1
+                continue
             cached = min(matched * block, seq.target - 1)
             new = min(seq.target - cached, budget)
             need = self._blocks_for(cached + new) - matched
@@ -171,6 +188,27 @@ class Pod:
             budget -= new
             if seq.request.image_ids:
                 self._encode(seq.request)
+
+    def _admit_ready(self, seq: Seq, matched: int, evictable: int) -> bool:
+        """Admit a sequence whose prompt KV arrived computed: blocks for the whole prompt,
+        every token but the last taken as computed, that one in this step's batch. False
+        (nothing changed) while the blocks do not fit."""
+        need = self._blocks_for(seq.target) - matched
+        if need + evictable > self.allocator.free_blocks():
+            return False
+        self.allocator.acquire_matched(seq, matched, evictable)
+        self.allocator.allocate(seq, need)
+        self.waiting.popleft()
+        cached = min(matched * self.hw.block_size, seq.target - 1)
+        seq.computed = seq.target - 1
+        seq.prefill_cached += cached
+        seq.kv_transferred = seq.computed - cached
+        seq.first_hit_tokens = cached
+        seq.admissions += 1
+        seq.kv_ready = False  # a preemption drops the KV: then it is recomputed here
+        self.running.append(seq)
+        self._chunks.append((seq, 1))  # its images were encoded on the prefill pod
+        return True
 
     def _encode(self, request: Request) -> None:
         """An admitted request's images: those the encoder cache lacks are encoded in this

@@ -1,7 +1,7 @@
 """Routing policies without a predictor: random, round-robin, least-requests, heuristic.
 
 - `random`: a pod uniformly at random (seeded).
-- `round-robin`: pods in turn.
+- `round-robin`: pods in turn (in a P/D pool, each profile's pods in turn).
 - `least-requests`: fewest requests in flight (running + waiting); ties at random.
 - `heuristic`: llm-d's default scoring profile: 3 x prefix-cache score (matched prefix
   blocks / prompt blocks) + 2 x KV-cache utilisation score (1 - usage) + 2 x queue score
@@ -9,6 +9,9 @@
   the longest, 1 for all when equal); the highest total wins, ties at random. Unlike
   llm-d's approximate prefix scorer (an index of where it routed), it reads each pod's
   true cache, which can only help it.
+- `pd-heuristic`: llm-d's sample prefill/decode profiles (poolsim.roles), the same in
+  both: 2 x prefix-cache score + 1 x queue score (as above), highest wins, ties at
+  random. The role filter is the engine's: each pick sees only that role's pods.
 
 `make_policy(name, seed)` builds any of them, `token-load` (poolsim.token_load: fewest
 uncached prompt tokens in flight, behind a prefix-affinity filter), `token-load-per-class`
@@ -28,6 +31,7 @@ from collections.abc import Callable, Sequence
 from poolsim.policy_api import BasePolicy, PodFeatures, Policy, PolicyOptions, RequestInfo
 
 WEIGHTS = (3.0, 2.0, 2.0)  # prefix, KV usage, queue: llm-d's default profile
+PD_WEIGHTS = (2.0, 1.0)  # prefix, queue: llm-d's sample P/D profiles
 
 
 def _argmax_random(scores: Sequence[float], rng: random.Random) -> int:
@@ -50,11 +54,11 @@ class RoundRobinPolicy(BasePolicy):
     name = "round-robin"
 
     def __init__(self, seed: int) -> None:
-        self.next = 0
+        self.next: dict[str, int] = {}  # per profile (P/D: each role's pods in turn)
 
     def choose(self, request: RequestInfo, pods: Sequence[PodFeatures], now_s: float) -> int:
-        choice = self.next % len(pods)
-        self.next = choice + 1
+        choice = self.next.get(request.profile, 0) % len(pods)
+        self.next[request.profile] = choice + 1
         return choice
 
 
@@ -68,14 +72,19 @@ class LeastRequestsPolicy(BasePolicy):
         return _argmax_random([-pod.num_request_running for pod in pods], self.rng)
 
 
-def heuristic_scores(pods: Sequence[PodFeatures]) -> list[float]:
-    """llm-d's default profile total per pod (see the module docstring)."""
+def queue_scores(pods: Sequence[PodFeatures]) -> list[float]:
+    """llm-d's queue-scorer: waiting requests min-max normalised, 1 for the shortest
+    queue, 0 for the longest, 1 for every pod when all are equal."""
     queues = [pod.num_request_waiting for pod in pods]
     low, high = min(queues), max(queues)
+    return [1.0 if high == low else (high - queue) / (high - low) for queue in queues]
+
+
+def heuristic_scores(pods: Sequence[PodFeatures]) -> list[float]:
+    """llm-d's default profile total per pod (see the module docstring)."""
     prefix_w, kv_w, queue_w = WEIGHTS
     scores = []
-    for pod, queue in zip(pods, queues, strict=True):
-        queue_score = 1.0 if high == low else (high - queue) / (high - low)
+    for pod, queue_score in zip(pods, queue_scores(pods), strict=True):
         scores.append(
             prefix_w * pod.prefix_cache_score
             + kv_w * (1.0 - pod.kv_cache_percentage)
@@ -92,6 +101,27 @@ class HeuristicPolicy(BasePolicy):
 
     def choose(self, request: RequestInfo, pods: Sequence[PodFeatures], now_s: float) -> int:
         return _argmax_random(heuristic_scores(pods), self.rng)
+
+
+def pd_heuristic_scores(pods: Sequence[PodFeatures]) -> list[float]:
+    """llm-d's sample P/D profile total per pod: 2 x prefix + 1 x queue score."""
+    prefix_w, queue_w = PD_WEIGHTS
+    return [
+        prefix_w * pod.prefix_cache_score + queue_w * queue_score
+        for pod, queue_score in zip(pods, queue_scores(pods), strict=True)
+    ]
+
+
+class PdHeuristicPolicy(BasePolicy):
+    """`pd-heuristic`, for either profile (it scores whatever pods it is given)."""
+
+    name = "pd-heuristic"
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def choose(self, request: RequestInfo, pods: Sequence[PodFeatures], now_s: float) -> int:
+        return _argmax_random(pd_heuristic_scores(pods), self.rng)
 
 
 def _oracle(options: PolicyOptions) -> Policy:
@@ -152,6 +182,8 @@ FACTORIES: dict[str, Callable[[PolicyOptions], Policy]] = {
     "round-robin": lambda options: RoundRobinPolicy(options.seed),
     "least-requests": lambda options: LeastRequestsPolicy(options.seed),
     "heuristic": lambda options: HeuristicPolicy(options.seed),
+    # llm-d's sample prefill/decode profiles (poolsim.roles); plain scoring elsewhere
+    "pd-heuristic": lambda options: PdHeuristicPolicy(options.seed),
     "token-load": _token_load,
     # token-load with each hardware class's own peak prefill rate (poolsim.token_load)
     "token-load-per-class": _token_load_per_class,

@@ -16,6 +16,14 @@ simulator's internals, through `attach`.
 included (poolsim.pool_changes); `choose` gets the features of the pods live at that
 instant, which are always the first `len(pods)` of them (pods join in index order), so an
 index means the same pod to a policy for the whole run.
+
+In a prefill/decode pool (poolsim.roles) the engine asks twice, as llm-d's picker runs
+its profiles: first with `RequestInfo.profile` "decode" and the features of the live
+decode pods only, then, when the decider splits the request, with "prefill" and the live
+prefill pods' features; an index is then one into the list it was given (the engine maps
+it back to the pod). A monolithic pool asks once, with profile "", every pod's features.
+Each row carries its pod's role as `pod_type`; a split request is observed twice, with
+its prefill pod's features (a TTFT row) and its decode pod's (a TPOT row).
 """
 
 from __future__ import annotations
@@ -51,15 +59,18 @@ class PodFeatures:
     # pod's encoder cache holds (poolsim.encoder); 0 and 0 for a text-only request
     encoder_input_size: int = 0
     encoder_matched_size: int = 0
+    # the pod's P/D role (poolsim.roles): "prefill", "decode", or "" for a monolithic pod
+    pod_type: str = ""
 
     def row(self, pod_class: bool = False) -> dict[str, float | int | str]:
-        """The JSON row for /predict/bulk/strict (pod_type "": monolithic pods), the
-        encoder sizes included as llm-d's EPP sends them (0 without images, the servers'
+        """The JSON row for /predict/bulk/strict, with the pod's role as `pod_type` and
+        the encoder sizes as llm-d's EPP sends them (0 without images, the servers'
         default); with `pod_class`, our `pod_class` field too (when the pod has one)."""
         fields = asdict(self)
         del fields["uncached_tokens_in_flight"]
         del fields["pod_class"]
-        row: dict[str, float | int | str] = {**fields, "pod_type": ""}
+        del fields["pod_type"]
+        row: dict[str, float | int | str] = {**fields, "pod_type": self.pod_type}
         if pod_class and self.pod_class:
             row["pod_class"] = self.pod_class
         return row
@@ -76,6 +87,8 @@ class RequestInfo:
     slo_ttft_ms: float | None
     slo_tpot_ms: float | None
     encoder_input_size: int = 0  # its images' vision tokens (0: text only)
+    # which of llm-d's profiles asks: "" (a monolithic pool), "decode" or "prefill"
+    profile: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,13 +100,18 @@ class Observation:
 
     def training_rows(self, pod_class: bool = False) -> list[dict[str, float | int | str]]:
         """The rows the EPP sends back (spec/picker.md 7): one measuring TTFT, and one
-        measuring TPOT when more than one token was generated (`pod_class`: as row())."""
+        measuring TPOT when more than one token was generated (`pod_class`: as row()).
+        For a split request (P/D) as llm-d's predicted-latency plugin does: its prefill
+        pod gives the TTFT row only, its decode pod the TPOT row only; a decode pod that
+        served the whole request gives both."""
         done = self.completion
         base = self.features.row(pod_class)
-        rows: list[dict[str, float | int | str]] = [
-            {**base, "actual_ttft_ms": done.ttft_ms, "actual_tpot_ms": 0.0}
-        ]
-        if done.tpot_ms is not None:
+        role = self.features.pod_type
+        split = done.prefill_pod is not None
+        rows: list[dict[str, float | int | str]] = []
+        if not (split and role == "decode"):
+            rows.append({**base, "actual_ttft_ms": done.ttft_ms, "actual_tpot_ms": 0.0})
+        if done.tpot_ms is not None and role != "prefill":
             rows.append(
                 {
                     **base,

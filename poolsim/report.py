@@ -130,6 +130,25 @@ def pod_class_table(results: Mapping[str, PolicyMetrics]) -> str | None:
     return "\n".join(lines)
 
 
+def pd_role_table(results: Mapping[str, PolicyMetrics]) -> str | None:
+    """Per policy and P/D role: TTFT and TPOT p90s, SLO attainment and share of the
+    requests that touched the role's pods; None unless the pool has roles."""
+    if not any("by_role" in m for m in results.values()):
+        return None
+    lines = [
+        "| policy | role (pods) | TTFT p90 ms | TPOT p90 ms | SLO met | share |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, m in results.items():
+        for role, f in m.get("by_role", {}).items():
+            slo = "-" if f["slo_attainment"] is None else f"{f['slo_attainment']:.1%}"
+            lines.append(
+                f"| {name} | {role} ({f['pods']}) | {_ms(f['ttft_ms'])} | {_ms(f['tpot_ms'])} "
+                f"| {slo} | {f['share']:.1%} |"
+            )
+    return "\n".join(lines)
+
+
 def matplotlib_available() -> bool:
     try:
         import matplotlib  # noqa: F401

@@ -63,6 +63,10 @@ class Completion:
     e2e_ms: float
     prefix_hit_tokens: int  # prompt tokens found in the pod's prefix cache at admission
     preemptions: int
+    # P/D (poolsim.roles): the prefill pod of a disaggregated request (`pod` is its decode
+    # pod) and the prompt tokens found in that prefill pod's prefix cache
+    prefill_pod: int | None = None
+    prefill_hit_tokens: int = 0
 
     @property
     def slo_met(self) -> bool:

@@ -30,6 +30,10 @@ class Seq:
     admissions: int = 0
     first_hit_tokens: int = 0  # prefix-cache hit at the first admission
     uncached_at_dispatch: int = 0  # prompt tokens not in the pod's prefix cache at submit
+    # P/D: the prompt's KV comes computed from a prefill pod (poolsim.roles); the first
+    # admission takes it instead of prefilling, and a preemption drops it (recomputed here)
+    kv_ready: bool = False
+    kv_transferred: int = 0  # prompt tokens whose KV arrived from the prefill pod
 
     @property
     def prefilling(self) -> bool:
@@ -46,4 +50,5 @@ class Seq:
         copy.blocks_held = self.blocks_held
         copy.first_token_s = self.first_token_s
         copy.uncached_at_dispatch = self.uncached_at_dispatch
+        copy.kv_ready = self.kv_ready
         return copy
