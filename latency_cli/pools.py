@@ -1,5 +1,6 @@
 """`latency-predictor pools`: the pools a training server keeps (`GET /pools`), as a table
-or JSON: each pool's model version, stored samples, last retrain and failure streak.
+or JSON: each pool's model version, stored samples, last retrain, failure streak, and the
+training replica that retrains it (its owner).
 
 The other commands take `--pool NAME` to ask about one of them.
 """
@@ -14,7 +15,7 @@ from latency_cli.calls import TRAINING_URL, CliError, answered, call, client, ht
 from latency_cli.table import align
 
 TRAINING = "training server"
-HEADER = ["pool", "model version", "training samples", "last retrain (UTC)", "failures"]
+HEADER = ["pool", "model version", "training samples", "last retrain (UTC)", "failures", "owner"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,6 +67,7 @@ def _row(pool: dict[str, Any]) -> list[str]:
         _cell(pool.get("training_samples")),
         str(last)[:19].replace("T", " ") if last else "none yet",
         _cell(pool.get("consecutive_retrain_failures")),
+        _cell(pool.get("owner")),  # "-": no replica holds it now (or a trainer before leases)
     ]
 
 

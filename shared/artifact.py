@@ -87,9 +87,12 @@ class Manifest(BaseModel):
         return self.model_dump_json(indent=2, exclude=exclude).encode()
 
 
+VERSION_FORMAT = "%Y%m%dT%H%M%S.%fZ"
+
+
 def new_version(now: datetime | None = None) -> str:
     """Sortable, unique at a retrain cadence: 20261202T170512.123456Z."""
-    return (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S.%fZ")
+    return (now or datetime.now(UTC)).strftime(VERSION_FORMAT)
 
 
 def sha256_file(path: Path) -> str:

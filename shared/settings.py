@@ -194,6 +194,10 @@ class TrainingSettings(CommonSettings):
     calibration_step: float = Field(0.005, gt=0.0, le=0.1)
     calibration_interval_sec: float = Field(1.0, gt=0.0)
     migrate_on_start: bool = True
+    # PostgreSQL: a pool's lease lasts this long unless renewed (every quarter of it), so a
+    # dead replica's pools are retrained by another within about this long plus one
+    # interval (training_server.pool_leases); it must exceed the fence margin (2 s).
+    pool_lease_ttl_sec: float = Field(8.0, ge=3.0, le=300.0)
     # Bulk ingestions waiting on the store at once; more answer 429 (shed, counted) so a
     # flood costs bounded memory instead of a growing queue of decoded batches.
     max_concurrent_ingests: int = Field(4, ge=1)

@@ -20,8 +20,9 @@ from shared.web.pool_prefix import PoolPrefix
 from shared.web.predict_metrics import PredictMetrics
 from training_server import migrate
 from training_server.db import make_engine
-from training_server.leadership import make_leadership
+from training_server.leadership import make_leadership, replica_id
 from training_server.metrics import TrainingMetrics
+from training_server.pool_leases import make_pool_leases
 from training_server.pools import PoolRegistry
 from training_server.retrain.loop import PoolsLoop
 from training_server.routes import advice, dashboard, fleet, models, ops, pools, predict, samples
@@ -42,16 +43,23 @@ def _lifespan(
             migrate.upgrade(settings.db_url)
         engine = make_engine(settings.db_url)
         store = SampleStore(engine, test_ratio=settings.test_train_ratio)
-        # Several replicas may share the store: every one ingests, only the leader retrains.
+        # Several replicas may share the store: every one ingests; each pool is retrained by
+        # the replica holding its lease (one lock for every pool outside PostgreSQL).
         leadership = make_leadership(engine)
-        pools = await run_in_threadpool(PoolRegistry, settings, store, leadership, slot, metrics)
+        ttl = settings.pool_lease_ttl_sec
+        leases = make_pool_leases(engine, leadership, replica_id(), ttl_s=ttl, heartbeat_s=ttl / 4)
+        pools = await run_in_threadpool(
+            PoolRegistry, settings, store, leadership, slot, metrics, leases
+        )
         opened = await run_in_threadpool(pools.discover)
         if opened:
             log.info("pools opened from the store and the model directory: %s", opened)
         app.state.pools = pools  # every pool, the default included: the routes' one lookup
+        if start_loop:
+            await run_in_threadpool(leases.start, pools.adopt)
         loop = PoolsLoop(
             pools.runtimes,
-            leadership,
+            leases,
             calibration_interval_sec=settings.calibration_interval_sec,
             wake=pools.added,
         )

@@ -4,8 +4,9 @@ Every pool the service keeps, `default` included, is a PoolRuntime: what a singl
 trainer holds, its settings (with the pool's own model directory), its view of the one store
 (SampleStore confined to the pool), the slot it serves from, its metrics, its retrainer and
 live calibration, and the prediction servers that report to it. The retrains of every pool
-run in one thread (retrain.loop), each pool on its own schedule; the leadership among
-training replicas is one lock for all pools.
+run in one thread (retrain.loop), each pool on its own schedule; which training replica
+retrains a pool is its lease (training_server.pool_leases: one per pool on PostgreSQL, one
+lock for all pools elsewhere).
 
 A pool comes into being with its first accepted rows (or a bundle imported into it), up to
 LATENCY_MAX_POOLS; at start-up every pool the store or the model directory knows is opened
@@ -32,6 +33,7 @@ from shared.slot import BundleSlot, prior_slot
 from training_server.leadership import Leadership, replica_id
 from training_server.legacy.files import publish_prior_files
 from training_server.metrics import TrainingMetrics
+from training_server.pool_leases import OneLock, PoolLeases
 from training_server.prediction_fleet import PredictionFleet
 from training_server.retrain.live_calibration import LiveCalibrator
 from training_server.retrain.retrainer import Retrainer, RetrainState
@@ -55,7 +57,13 @@ class PoolView:
     metrics: TrainingMetrics
     fleet: PredictionFleet
     state: RetrainState  # its retrains so far (none for a pool with no rows)
-    leadership: Leadership  # the replicas' one lock, shared by every pool
+    leadership: Leadership  # whether this replica retrains the pool (its lease)
+    leases: PoolLeases  # every pool's
+
+    @property
+    def owner(self) -> str | None:
+        """The training replica that retrains the pool (None: none holds it now)."""
+        return self.leases.owner(self.name)
 
     @property
     def trainer_id(self) -> str:
@@ -93,11 +101,15 @@ class PoolRegistry:
         leadership: Leadership,
         default_slot: BundleSlot,
         default_metrics: TrainingMetrics,
+        leases: PoolLeases | None = None,
     ):
         """`store` is the default pool's; `default_slot` and `default_metrics` are the
-        ones create_app made (the process's /metrics registers the latter's registry)."""
+        ones create_app made (the process's /metrics registers the latter's registry);
+        `leases` say which pools this replica retrains (by default: every pool, while it
+        holds `leadership`)."""
         self.settings = settings
-        self.leadership = leadership
+        self.leadership = leadership  # the single lock (what OneLock follows)
+        self.leases = leases or OneLock(leadership, replica_id())
         self._store = store
         self._lock = threading.Lock()
         self.prior = prior_slot(settings)  # what a pool that does not exist answers with
@@ -125,7 +137,8 @@ class PoolRegistry:
         store = self._store if name == DEFAULT_POOL else self._store.for_pool(name)
         slot = _serve_published(slot or prior_slot(settings), settings)
         metrics = metrics or TrainingMetrics()
-        retrainer = Retrainer(settings, store, metrics, slot, self.leadership)
+        leadership = self.leases.for_pool(name)
+        retrainer = Retrainer(settings, store, metrics, slot, leadership)
         calibrator = LiveCalibrator(
             settings,
             store,
@@ -148,7 +161,8 @@ class PoolRegistry:
             metrics,
             PredictionFleet(),
             retrainer.state,
-            self.leadership,
+            leadership,
+            self.leases,
             retrainer,
             calibrator,
         )
@@ -189,7 +203,8 @@ class PoolRegistry:
             self.default.metrics,  # made-up names add no series
             PredictionFleet(),
             RetrainState(),
-            self.leadership,
+            self.leases.for_pool(name),
+            self.leases,
         )
 
     def open(self, name: str) -> PoolRuntime:
@@ -209,6 +224,17 @@ class PoolRegistry:
                 log.info("pool %s opened (%d pools)", name, len(self._pools))
         self.added.set()
         return runtime
+
+    def adopt(self, name: str) -> None:
+        """Open a pool another replica created, now that this one is to retrain it (a
+        pool past the limit is left to the replicas that keep it)."""
+        try:
+            self.open(name)
+        except PoolLimitError as exc:
+            log.warning("pool %s not opened here: %s", name, exc)
+
+    def names(self) -> list[str]:
+        return list(self._pools)
 
     def runtimes(self) -> list[PoolRuntime]:
         return list(self._pools.values())

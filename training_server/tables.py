@@ -105,3 +105,22 @@ retrains = Table(
     Index("ix_retrains_started_at", "started_at"),
     Index("ix_retrains_pool_id", "pool", "id"),
 )
+
+# migration 0007: which training replica retrains which pool (training_server.pool_leases).
+# Every replica heartbeats its row; a pool's lease names its owner until `expires_at` (the
+# database's clock, the one clock every replica shares), and `epoch` grows with every new
+# owner: the fencing token a publication is checked against.
+training_replicas = Table(
+    "training_replicas",
+    metadata,
+    Column("replica", String(128), primary_key=True),
+    Column("heartbeat_at", DateTime(timezone=True), nullable=False),
+)
+pool_leases = Table(
+    "pool_leases",
+    metadata,
+    Column("pool", String(63), primary_key=True),
+    Column("owner", String(128), nullable=False, server_default=""),
+    Column("epoch", BigInteger, nullable=False, server_default="0"),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+)

@@ -223,9 +223,9 @@ def test_postgres_cut_answers_503_and_recovers_without_a_restart(
             assert time.monotonic() - t0 < 5.0  # refused at once, not a hang
             codes.append(reply.status_code)
             assert httpx.get(f"{trainer.url}/readyz").status_code == 503
-            # Each retrain tick tries for the leadership, and logs that it cannot.
+            # Each retrain tick asks for the pool's lease, and logs that it cannot check it.
             tail = trainer.log_path.read_bytes()[logged:]
-            return tail.count(b"leadership: cannot reach the database") >= CUT_TICKS
+            return tail.count(b"lease not checked: cannot reach the database") >= CUT_TICKS
 
         eventually(
             refused_through_retrain_ticks,

@@ -304,6 +304,11 @@ def test_status_metrics_and_manual_retrain_on_leader_and_follower(
     assert status_a["trainer"]["is_leader"] is True
     assert status_b["trainer"]["is_leader"] is False
     assert status_a["trainer"]["id"] == status_b["trainer"]["id"]  # one process: same host:pid
+    # the pool's owner: a (PostgreSQL: its lease, which both see; a second service in one
+    # process leases as "host:pid#1"); SQLite's one lock: only the holder knows it holds it
+    assert status_a["trainer"]["owner"].startswith(status_a["trainer"]["id"])
+    pg = migrated_url.startswith("postgresql")
+    assert status_b["trainer"]["owner"] == (status_a["trainer"]["owner"] if pg else None)
     assert status_b["model_version"] == status_a["model_version"] is not None
     assert status_b["last_retrain_detail"]["version"] == status_a["model_version"]
     assert a.get("/retrains").json()["retrains"][0]["trainer"] == status_a["trainer"]["id"]

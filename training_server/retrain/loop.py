@@ -3,8 +3,9 @@
 Each pool's Retrainer keeps its own schedule (its clock, its warm-up, its backoff); this
 loop only calls each one's tick when that schedule says so, in turn, so fits of two pools
 never compete for the CPU and each retrain's duration (which sizes its next window)
-measures its own fit. A new pool wakes the loop at once. The leadership among training
-replicas is one lock for every pool, released once at stop.
+measures its own fit. A new pool wakes the loop at once. Which pools this replica retrains
+is each pool's own lease (training_server.pool_leases), asked by its retrainer; the loop
+gives them all back at stop.
 
 When the retrains of the last interval kept the thread busy past BUSY_SHARE of it, a pool
 whose tick comes late keeps each target's last model choice (retrain.target.KeptChoice),
@@ -20,7 +21,6 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from training_server.leadership import Leadership
 from training_server.retrain.live_calibration import LiveCalibrator
 from training_server.retrain.retrainer import Retrainer
 
@@ -33,6 +33,10 @@ log = logging.getLogger(__name__)
 # that fit in the interval, are never behind.
 BUSY_SHARE = 0.5
 LATE_SHARE = 0.1
+
+
+class Releasable(Protocol):
+    def release(self) -> None: ...
 
 
 class PoolMember(Protocol):
@@ -48,7 +52,7 @@ class PoolsLoop:
     def __init__(
         self,
         members: Callable[[], Sequence[PoolMember]],
-        leadership: Leadership,
+        leadership: Releasable,
         *,
         calibration_interval_sec: float,
         wake: threading.Event,

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 
 from shared.artifact import (
+    VERSION_FORMAT,
     BundleError,
     Manifest,
     TargetManifest,
@@ -36,7 +37,7 @@ def bundle_manifest(
     """The manifest of the bundle of `fits`, a retrain started at `started`."""
     s = settings
     return Manifest(
-        version=new_version(started),
+        version=version_after(new_version(started), _published_version(s.model_dir)),
         created_at=started,
         model_type=s.model_type,
         objective=s.objective_type,
@@ -55,6 +56,26 @@ def bundle_manifest(
         },
         library_versions=library_versions(),
     )
+
+
+def version_after(version: str, published: str | None) -> str:
+    """`version`, or a microsecond after `published` when it would not sort after it: the
+    pool's previous bundle may come from another training replica (pool_leases), whose
+    clock may run ahead of this one's, and a version never goes back."""
+    if published is None or version > published:
+        return version
+    try:
+        previous = datetime.strptime(published, VERSION_FORMAT).replace(tzinfo=UTC)
+    except ValueError:  # not a version this service wrote (an import): nothing to follow
+        return version
+    return new_version(previous + timedelta(microseconds=1))
+
+
+def _published_version(model_dir: Path) -> str | None:
+    try:
+        return read_current_version(model_dir)
+    except OSError:
+        return None
 
 
 def write_and_load(

@@ -105,8 +105,13 @@ def _status_payload(
             "total": state.total_failures,
             "last_error": state.last_error,
         },
-        # Which replica this is and whether it is the one that retrains and publishes.
-        "trainer": {"id": pool.trainer_id, "is_leader": pool.leadership.is_leader},
+        # Which replica this is, whether it is the one that retrains and publishes the
+        # pool, and which replica does (its lease; null while none holds it).
+        "trainer": {
+            "id": pool.trainer_id,
+            "is_leader": pool.leadership.is_leader,
+            "owner": pool.owner,
+        },
     }
 
 

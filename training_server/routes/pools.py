@@ -29,6 +29,8 @@ def _pool_json(pool: PoolRuntime) -> dict[str, Any]:
         "last_retrain_at": rfc3339(last.started_at) if last else None,
         "consecutive_retrain_failures": state.consecutive_failures,
         "prefix": pool_url("", pool.name),
+        # the training replica that retrains it (its lease; null while none holds it)
+        "owner": pool.owner,
     }
 
 
