@@ -198,6 +198,10 @@ class TrainingSettings(CommonSettings):
     # dead replica's pools are retrained by another within about this long plus one
     # interval (training_server.pool_leases); it must exceed the fence margin (2 s).
     pool_lease_ttl_sec: float = Field(8.0, ge=3.0, le=300.0)
+    # Several training replicas without a shared model directory (prediction servers
+    # mirroring from the trainer's Service): each pool's newest bundle and live calibration
+    # go through the store too, so any replica answers with them (training_server.bundle_share).
+    share_bundles_in_store: bool = False
     # Bulk ingestions waiting on the store at once; more answer 429 (shed, counted) so a
     # flood costs bounded memory instead of a growing queue of decoded batches.
     max_concurrent_ingests: int = Field(4, ge=1)

@@ -30,6 +30,7 @@ from shared.pools import DEFAULT_POOL, pool_dirs, pool_model_dir
 from shared.predictor import load_current_bundle
 from shared.settings import LegacyArtifacts, TrainingSettings
 from shared.slot import BundleSlot, prior_slot
+from training_server.bundle_share import BundleShare
 from training_server.leadership import Leadership, replica_id
 from training_server.legacy.files import publish_prior_files
 from training_server.metrics import TrainingMetrics
@@ -138,7 +139,11 @@ class PoolRegistry:
         slot = _serve_published(slot or prior_slot(settings), settings)
         metrics = metrics or TrainingMetrics()
         leadership = self.leases.for_pool(name)
-        retrainer = Retrainer(settings, store, metrics, slot, leadership)
+        share = None
+        if settings.share_bundles_in_store:
+            keep = settings.keep_model_versions
+            share = BundleShare(store.engine, name, settings.model_dir, keep=keep)
+        retrainer = Retrainer(settings, store, metrics, slot, leadership, share)
         calibrator = LiveCalibrator(
             settings,
             store,
@@ -146,6 +151,7 @@ class PoolRegistry:
             slot,
             lambda: retrainer.is_leader,
             lambda: retrainer.state.trained_through,
+            share,
         )
         if settings.legacy_artifacts is not LegacyArtifacts.NONE:
             # llm-d prediction servers are ready only with a model: the prior's, until then.

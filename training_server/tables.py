@@ -11,6 +11,7 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     SmallInteger,
     String,
@@ -123,4 +124,16 @@ pool_leases = Table(
     Column("owner", String(128), nullable=False, server_default=""),
     Column("epoch", BigInteger, nullable=False, server_default="0"),
     Column("expires_at", DateTime(timezone=True), nullable=False),
+)
+# Each pool's newest bundle (its export archive) and live calibration file, for replicas
+# without a shared model directory (training_server.bundle_share; off unless
+# LATENCY_SHARE_BUNDLES_IN_STORE): the owner writes them, the others import them.
+pool_bundles = Table(
+    "pool_bundles",
+    metadata,
+    Column("pool", String(63), primary_key=True),
+    Column("version", String(40)),
+    Column("archive", LargeBinary),
+    Column("calibration", LargeBinary),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
 )

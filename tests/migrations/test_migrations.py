@@ -18,7 +18,7 @@ from training_server.retrain_record import Outcome, RetrainRecord, TargetRecord
 from training_server.store import SampleStore
 from training_server.tables import metadata
 
-APP_TABLES = {"samples", "retrains", "training_replicas", "pool_leases"}
+APP_TABLES = {"samples", "retrains", "training_replicas", "pool_leases", "pool_bundles"}
 
 
 def tables(engine: Engine) -> set[str]:

@@ -43,6 +43,7 @@ from shared.predictor import LoadedBundle
 from shared.settings import Calibration, TrainingSettings
 from shared.slot import BundleSlot
 from shared.targets import TARGETS, Target
+from training_server.bundle_share import BundleShare
 from training_server.metrics import TrainingMetrics
 from training_server.retrain.live_classes import ClassFactors, ClassRows, class_names
 from training_server.retrain.live_factor import LiveFactor
@@ -73,6 +74,7 @@ class LiveCalibrator:
         slot: BundleSlot,
         is_leader: Callable[[], bool],
         trained_through: Callable[[], int] = lambda: 0,
+        share: BundleShare | None = None,
     ):
         self.settings = settings
         # The newest row the served bundle was trained on: rows up to it are in its sample.
@@ -82,6 +84,9 @@ class LiveCalibrator:
         # The bundle served (its models decide what to correct); new factors go to it too.
         self.slot = slot
         self.is_leader = is_leader
+        # Replicas without a shared model directory: the leader shares its file through
+        # the store, the others import the pool's newest bundle and file from it.
+        self.share = share
         self.enabled = settings.calibration is Calibration.ADAPTIVE
         self.reader = LiveCalibrationReader(settings.model_dir)
         self.state: LiveCalibration | None = None  # the leader's own, once it has led
@@ -108,12 +113,16 @@ class LiveCalibrator:
     def tick(self) -> None:
         """Leader: score the new rows and publish. Follower: follow the leader's file."""
         with self._lock:
+            if self.share is not None and not self.is_leader():
+                self._pull_shared()
             if not self.enabled:
                 return
             if self.is_leader():
                 if self.state is None:
                     self._resume()
                 self.step()
+                if self.share is not None:  # when the file changed
+                    self.share.push_calibration()
             else:
                 self.state = None  # on taking over, resume from what the leader published
                 if self.reader.poll():
@@ -222,6 +231,16 @@ class LiveCalibrator:
         if scored or rebased:
             self._changed()
         return scored
+
+    def _pull_shared(self) -> None:
+        """Follower without the leader's directory: serve the pool's newest bundle and
+        live calibration file from the store (imported into this replica's directory)."""
+        assert self.share is not None
+        served = self.slot.published
+        bundle = self.share.pull(served.version if served else None)
+        if bundle is not None:
+            self.slot.publish(bundle)
+            log.info("serving bundle %s shared through the store", bundle.version)
 
     def _shifted(self, target: Target, pod_class: str, factor: LiveFactor) -> None:
         log.info(

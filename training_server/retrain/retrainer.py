@@ -25,6 +25,7 @@ from shared.predictor import LoadedBundle
 from shared.settings import LegacyArtifacts, TrainingSettings
 from shared.slot import BundleSlot
 from shared.targets import TARGETS, Target
+from training_server.bundle_share import BundleShare
 from training_server.leadership import AlwaysLeader, Leadership, replica_id
 from training_server.metrics import TrainingMetrics
 from training_server.retrain.fit import TargetFit
@@ -62,12 +63,14 @@ class Retrainer:
         metrics: TrainingMetrics,
         slot: BundleSlot,
         leadership: Leadership | None = None,
+        share: BundleShare | None = None,
     ):
         self.settings = settings
         self.store = store
         self.metrics = metrics
         self.slot = slot  # what this replica serves: its own bundles, or the leader's
         self.leadership: Leadership = leadership or AlwaysLeader()
+        self.share = share  # the store's copy of each bundle, for replicas without the dir
         self.trainer_id = replica_id()
         metrics.is_leader.set(1 if self.leadership.is_leader else 0)
         self.published = PublishedFollower(settings.model_dir)
@@ -224,6 +227,8 @@ class Retrainer:
         bundle = write_and_load(self.settings, manifest, run.fits, run.windows)
         previous_through = self.state.trained_through
         self.slot.publish(bundle)
+        if self.share is not None:
+            self.share.push_bundle(manifest.version)
         self.state.trained_through = run.watermark
         self.metrics.model_published_at.set(run.started.timestamp())
         return previous_through
