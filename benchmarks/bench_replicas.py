@@ -4,18 +4,26 @@ SIGKILLed.
 
     .venv/bin/python -m benchmarks.bench_replicas [--pools 80] [--rows 1000] [--new-rows 100]
         [--interval 10] [--steady 60] [--after 40] [--replicas 2] [--lease-ttl 8]
+        [--layout shared|store] [--watched 10] [--sync 1]
 
 Starts `--replicas` training servers (processes, `python -m training_server`) on a fresh
 schema of the PostgreSQL at 127.0.0.1:5432 (LATENCY_TEST_PG_URL overrides), fills `--pools`
 pools with `--rows` rows each through them, then every `--interval` seconds sends each pool
 `--new-rows` rows (spread over the live replicas). After `--steady` seconds it SIGKILLs
-the first replica and goes on for `--after` seconds with the survivors. Prints:
+the first replica and goes on for `--after` seconds with the survivors. One prediction
+server serves every pool: `--layout shared` reads the replicas' shared model directory (a
+ReadWriteMany volume); `--layout store` gives each replica a directory of its own, shares
+bundles through the store (LATENCY_SHARE_BUNDLES_IN_STORE) and has the prediction server
+mirror from a stand-in for a Kubernetes Service in front of the replicas
+(devkit.service_proxy, MODEL_SYNC_INTERVAL_SEC=`--sync`: llm-d's chart layout). Prints:
 - the pools each replica held (the leases) before the kill, and the split against even;
 - per pool, the gaps between its successive retrains in the steady part (p50 / p90 / max);
 - after the kill: how long until every pool the dead replica held was retrained by another
   (the slowest pool), and the retrain gaps of the survivors;
 - rows acknowledged (202) against rows stored: none may be lost;
-- whether any pool's published versions ever went back (they must not).
+- whether any pool's published versions ever went back (they must not);
+- for `--watched` pools, how long after each publication the prediction server served
+  it (p50 / p90 / max), and whether it ever served an older version after a newer one.
 Every loop is bounded; only the servers it started are stopped, by PID. The schema is
 dropped at the end.
 """
@@ -27,10 +35,11 @@ import itertools
 import os
 import statistics
 import tempfile
+import threading
 import time
 import uuid
 from collections import defaultdict
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +49,7 @@ from sqlalchemy import create_engine, text
 
 from benchmarks.common import git_state, say
 from devkit.processes import ServerProcess, free_port
+from devkit.service_proxy import ServiceProxy
 from devkit.synthetic import synthetic_rows
 
 PG_URL = os.environ.get("LATENCY_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -59,15 +69,17 @@ def post_rows(client: httpx.Client, url: str, pool: str, rows: list[dict[str, An
 
 
 def retrains(engine: Any) -> list[tuple[str, datetime, str, str]]:
-    """(pool, started_at, trainer, version) of every successful retrain, oldest first."""
+    """(pool, published at, trainer, version) of every successful retrain, oldest first; a
+    retrain publishes as it ends (started_at + duration_s), on its replica's clock (the
+    benchmark's: one machine)."""
     with engine.connect() as conn:
         rows = conn.execute(
             text(
-                "SELECT pool, started_at, trainer, version FROM retrains "
+                "SELECT pool, started_at, duration_s, trainer, version FROM retrains "
                 "WHERE status = 'ok' ORDER BY id"
             )
         ).all()
-    return [(str(p), s, str(t), str(v)) for p, s, t, v in rows]
+    return [(str(p), s + timedelta(seconds=d), str(t), str(v)) for p, s, d, t, v in rows]
 
 
 def gaps(
@@ -122,16 +134,38 @@ def main() -> None:
             "LATENCY_POOL_LEASE_TTL_SEC": str(args.lease_ttl),
             "LATENCY_TRAIN_THREADS": "1",
         }
+        store = args.layout == "store"
+        proxy: ServiceProxy | None = None
         try:
             for i in range(args.replicas):  # one after the other: the first migrates
+                own = {"LATENCY_MODEL_DIR": str(work / f"models-{i}")} if store else {}
+                share = {"LATENCY_SHARE_BUNDLES_IN_STORE": "true"} if store else {}
                 server = ServerProcess(
-                    "training_server", free_port(), env, work / f"trainer-{i}.log"
+                    "training_server",
+                    free_port(),
+                    {**env, **own, **share},
+                    work / f"trainer-{i}.log",
                 )
                 servers.append(server.start())
-            run(args, engine, names, servers)
+            predictor_env = {
+                "LATENCY_MODEL_DIR": str(work / ("predictor" if store else "models")),
+                "LATENCY_MAX_POOLS": str(args.pools + 1),
+                "MODEL_SYNC_INTERVAL_SEC": str(args.sync),
+                "LATENCY_WORKERS": "1",
+            }
+            if store:
+                proxy = ServiceProxy([s.port for s in servers]).start()
+                predictor_env |= {"TRAINING_SERVER_URL": proxy.url}
+            predictor = ServerProcess(
+                "prediction_server", free_port(), predictor_env, work / "predictor.log"
+            )
+            servers.append(predictor.start())
+            run(args, engine, names, servers[: args.replicas], predictor)
         finally:
             for server in servers:
                 server.stop()
+            if proxy is not None:
+                proxy.close()
             engine.dispose()
             with admin.begin() as conn:
                 conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
@@ -139,7 +173,11 @@ def main() -> None:
 
 
 def run(
-    args: argparse.Namespace, engine: Any, names: list[str], servers: list[ServerProcess]
+    args: argparse.Namespace,
+    engine: Any,
+    names: list[str],
+    servers: list[ServerProcess],
+    predictor: ServerProcess,
 ) -> None:
     say(f"{git_state()}; {args.replicas} training replicas, {args.pools} pools x {args.rows} rows")
     accepted = 0
@@ -151,6 +189,7 @@ def run(
             accepted += post_rows(client, target.url, pool, synthetic_rows(args.rows, seed=i))
         say(f"filled in {time.monotonic() - t0:.1f} s")
         started = db_now(engine)
+        watch = ServedWatch(predictor.url, names[: args.watched]).start()
         killed_at: datetime | None = None
         victim_pools: set[str] = set()
         split: dict[str, int] = {}
@@ -180,7 +219,9 @@ def run(
                 accepted += post_rows(client, live[(i + tick) % len(live)].url, pool, rows)
             time.sleep(max(0.0, args.interval - (time.monotonic() - t_tick)))
         time.sleep(args.interval)  # the last rows' retrains
+        watch.close()
     report(engine, names, started, killed_at, victim_pools, split, accepted, args)
+    served_lag(retrains(engine), watch)
 
 
 def _replica_name(client: httpx.Client, server: ServerProcess) -> str:
@@ -235,6 +276,61 @@ def report(
     say(f"published versions that went back: {back}")
 
 
+class ServedWatch:
+    """Polls the prediction server's status of a few pools; keeps when each version was
+    first served, and counts a version served after a newer one."""
+
+    def __init__(self, url: str, pools: list[str]):
+        self.url, self.pools = url, pools
+        self.first_seen: dict[tuple[str, str], datetime] = {}
+        self.went_back = 0
+        self._newest: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def start(self) -> ServedWatch:
+        self._thread.start()
+        return self
+
+    def _poll(self) -> None:
+        with httpx.Client(timeout=5) as client:
+            while not self._stop.wait(0.25):  # until close(); a few pools every 250 ms
+                for pool in self.pools:
+                    try:
+                        version = client.get(f"{self.url}/pools/{pool}/status").json()[
+                            "model_version"
+                        ]
+                    except (httpx.HTTPError, ValueError, KeyError):
+                        continue
+                    if not version or version == "cold-start-prior":
+                        continue
+                    if version < self._newest.get(pool, ""):
+                        self.went_back += 1
+                    self._newest[pool] = max(version, self._newest.get(pool, ""))
+                    self.first_seen.setdefault((pool, version), datetime.now(UTC))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def served_lag(rows: list[tuple[str, datetime, str, str]], watch: ServedWatch) -> None:
+    """Seconds from each watched publication (its retrain's record) to the first time the
+    prediction server served it; versions never served before a newer one count apart."""
+    published = {(pool, version): when for pool, when, _, version in rows}
+    lags = [
+        (seen - published[key]).total_seconds()
+        for key, seen in watch.first_seen.items()
+        if key in published
+    ]
+    watched = {key for key in published if key[0] in watch.pools}
+    say(
+        f"prediction server, {len(watch.pools)} pools watched: {len(lags)} of {len(watched)} "
+        f"versions served, after publication {figures(lags)}; served an older version "
+        f"after a newer one: {watch.went_back} times"
+    )
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pools", type=int, default=80)
@@ -245,6 +341,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--after", type=float, default=40.0)
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--lease-ttl", type=float, default=8.0)
+    parser.add_argument("--layout", choices=("shared", "store"), default="shared")
+    parser.add_argument("--watched", type=int, default=10)
+    parser.add_argument("--sync", type=float, default=1.0)
     args = parser.parse_args()
     if not 1 <= args.pools <= MAX_POOLS or args.replicas < 2:
         parser.error(f"--pools 1..{MAX_POOLS}, --replicas at least 2")
