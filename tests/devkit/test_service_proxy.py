@@ -15,7 +15,7 @@ from devkit.service_proxy import ServiceProxy
 
 class Answer(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
-        _, port = self.server.socket.getsockname()
+        _, port = self.connection.getsockname()  # the server's own port
         body = str(port).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
