@@ -64,7 +64,8 @@ class Recording:
         request_id = observation.completion.request.id
         self.dispatched[request_id] = observation.features
         if isinstance(self.inner, PredictedLatencyPolicy):
-            acted = self.inner.acted.get(request_id)
+            pending = self.inner.pending.get((request_id, observation.features.pod_type))
+            acted = pending[0] if pending is not None else None
             if acted is not None:
                 self.served[request_id] = acted.ttft_ms
         return self.inner.observe(observation)

@@ -84,7 +84,7 @@ def _err(text: str) -> None:
 
 def _requests(args: argparse.Namespace) -> list[Request]:
     if args.workload in WORKLOADS:
-        return generate(args.workload, args.pods, args.duration, args.seed)
+        return generate(args.workload, args.pods, args.duration, args.seed, args.rate_scale)
     path = Path(args.workload)
     if not path.is_file():
         raise UsageProblem(
@@ -128,15 +128,13 @@ def _check(args: argparse.Namespace) -> list[str]:
     for name in names:
         try:
             check_name(name)
-            if args.pd is not None:
-                command_pd.check_policy(name)
         except ValueError as exc:
             raise UsageProblem(f"--policies: {exc}") from None
     if args.max_model_age < 0:
         raise UsageProblem("--max-model-age must be >= 0")
-    if args.pods < 1 or args.duration <= 0 or args.speedup <= 0 or args.prediction_servers < 1:
+    if min(args.pods, args.duration, args.speedup, args.rate_scale, args.prediction_servers) <= 0:
         raise UsageProblem(
-            "--pods, --duration, --speedup and --prediction-servers must be positive"
+            "--pods, --duration, --speedup, --rate-scale and --prediction-servers must be positive"
         )
     if args.training_url and not args.prediction_url:
         raise UsageProblem("--training-url needs --prediction-url")
@@ -182,6 +180,7 @@ def _options(args: argparse.Namespace, requests: list[Request]) -> PolicyOptions
         prediction_servers=args.prediction_servers,
         max_model_age_s=args.max_model_age,
         multimodal=any(request.image_ids for request in requests),
+        pd_threshold=args.pd_threshold,
     )
 
 

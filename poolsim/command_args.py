@@ -39,6 +39,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "picker with knobs: predicted-latency:least|most:tau=0.99+0.8|0.8|0.6:noslo",
     )
     parser.add_argument("--seed", type=int, default=0, help="workload and policy seed (0)")
+    parser.add_argument(
+        "--rate-scale",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="a named workload's arrival rate times X (1: the rate set for monolithic pods; "
+        "a P/D pool's is sized in benchmarks/README.md, P/D disaggregation)",
+    )
     parser.add_argument("--hardware", default="h200", help=f"{HARDWARE_SPEC_HELP} (h200)")
     parser.add_argument(
         "--join",

@@ -2,9 +2,10 @@
 
 `--roles prefill:2,decode:6` gives the roles in pod order (poolsim.roles); `--hardware`
 gives the classes in the same order, so `--hardware h200:2,b200:6` with those roles puts
-the prefill role on the two h200 pods. `--pd-threshold` is the decider's nonCachedTokens.
-The predicted policies do not run on such a pool yet (they would see every split request
-twice), nor can it grow (`--join`): both are usage errors naming `--roles`.
+the prefill role on the two h200 pods. `--pd-threshold` is the decider's nonCachedTokens
+(the predicted policies get it too: latency-first's decode profile needs to know which
+pods would split a request). Such a pool cannot grow (`--join`): a usage error naming
+`--roles`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from typing import Any
 
 from poolsim.hardware import Hardware, parse_hardware
 from poolsim.roles import PdConfig, parse_roles, roles_label
-
-PREDICTED_PREFIXES = ("predicted-latency", "latency-first")
 
 
 class PdUsageError(ValueError):
@@ -37,15 +36,6 @@ def pd_pool(args: argparse.Namespace) -> tuple[list[Hardware], PdConfig]:
     if getattr(args, "join", None):
         raise PdUsageError("--roles: a P/D pool cannot take --join (it does not grow yet)")
     return pool, PdConfig(tuple(roles), args.pd_threshold)
-
-
-def check_policy(name: str) -> None:
-    """PdUsageError when the policy cannot run on a P/D pool yet."""
-    if name.startswith(PREDICTED_PREFIXES):
-        raise PdUsageError(
-            f"{name} does not run on a P/D pool (--roles) yet; there use pd-heuristic, "
-            "token-load, heuristic, least-requests, random, round-robin or oracle"
-        )
 
 
 def describe(config: PdConfig) -> str:

@@ -140,6 +140,9 @@ class PolicyOptions:
     # the workload's requests carry images: our servers run with the encoder features on,
     # token-load-per-class takes llm-d's multimodal affinity settings (poolsim.token_load)
     multimodal: bool = False
+    # a P/D pool's decider threshold (poolsim.roles): latency-first's decode profile
+    # judges each decode pod by whether the decider would split the request there
+    pd_threshold: int = 16
 
 
 class Policy(Protocol):

@@ -28,6 +28,14 @@ the prediction rows, the training rows and the picker's PodState / RequestInfo; 
 servers started for such a run get LATENCY_ENABLE_ENCODER_FEATURES=true
 (`PolicyOptions.multimodal`, poolsim.predictor_servers).
 
+On a prefill/decode pool (`--roles`, poolsim.roles) the policy is asked once per profile
+(decode, then prefill for a split request), each time with one bulk call for that role's
+pods, whose rows carry their `pod_type`; each pick is kept per (request, profile) until
+its own observation arrives: the prefill pod's (a TTFT row, its prediction scored against
+the request's TTFT) and the decode pod's (a TPOT row scored against its TPOT; for a
+request it served whole, TTFT as well). Those scores are also per role (summary keys
+`served_ttft_coverage@prefill`, `served_tpot_coverage@decode`, ...; poolsim.metrics_pd).
+
 Simulated time stands still while a pick waits for a model that is more than
 `max_model_age_s` simulated seconds old (poolsim.model_age says why: a busy machine
 would otherwise make the retrain cadence depend on its load).
@@ -66,9 +74,10 @@ from latency_client import RequestInfo as PickerRequest
 from poolsim.hardware import is_mixed
 from poolsim.model_age import ModelAgeGuard
 from poolsim.policy_api import BasePolicy, Observation, PodFeatures, PolicyOptions, RequestInfo
-from poolsim.prediction_quality import ServedScores, TargetScore
+from poolsim.prediction_quality import RoleScores, ServedScores, TargetScore
 from poolsim.predictor_servers import LocalPredictor
 from poolsim.request import Request
+from poolsim.roles import DECODE, PREFILL
 
 if TYPE_CHECKING:
     from poolsim.pod import Pod
@@ -99,7 +108,6 @@ class PredictorPolicy(BasePolicy):
 
     def __init__(self, options: PolicyOptions) -> None:
         self.options = options
-        self.pod_classes: list[str] = []  # per pod, from attach()
         self.with_class = False  # rows carry pod_class: a mixed pool and sends_pod_class
         self.class_ttft: dict[str, TargetScore] = {}  # served TTFT p90s per chosen class
         self.use_slos = True  # False: the picker sees no SLO on any request
@@ -110,16 +118,18 @@ class PredictorPolicy(BasePolicy):
         self.rules: Counter[str] = Counter()
         self.fallbacks = 0
         self.timeouts = 0
-        self.acted: dict[int, Prediction | None] = {}  # request id -> prediction acted on
-        self.pod_of: dict[int, int] = {}
-        self.tpot_slos: list[Counter[float]] = []  # per pod: TPOT SLOs of requests there
+        # per pick until its observation: (request id, profile) -> the prediction acted on,
+        # the pod (its index in that profile's list) and its class. A split request of a
+        # P/D pool has two picks, observed one by one (poolsim.policy_api).
+        self.pending: dict[tuple[int, str], tuple[Prediction | None, int, str]] = {}
+        self.tpot_slos: dict[tuple[str, int], Counter[float]] = {}  # (profile, pod): SLOs
+        self.roles = RoleScores()  # P/D: served p90s per role
         self.stored_at_end: int | None = None
         self.client_stats: ClientStats | None = None
         self.completed = 0
         self.guard = ModelAgeGuard(options.speedup, options.max_model_age_s)
 
     def attach(self, pods: Sequence[Pod], requests: Mapping[int, Request]) -> None:
-        self.pod_classes = [pod.hw.name for pod in pods]
         self.with_class = self.sends_pod_class and is_mixed([pod.hw for pod in pods])
 
     async def start(self, speedup: float | None) -> None:
@@ -139,8 +149,6 @@ class PredictorPolicy(BasePolicy):
 
     async def choose(self, request: RequestInfo, pods: Sequence[PodFeatures], now_s: float) -> int:
         assert self.client is not None, "start() first"
-        while len(self.tpot_slos) < len(pods):  # grows as pods join (poolsim.pool_changes)
-            self.tpot_slos.append(Counter())
         rows = [pod.row(self.with_class) for pod in pods]
         predictions = await self._ask(rows)
         if predictions:
@@ -151,26 +159,33 @@ class PredictorPolicy(BasePolicy):
         else:
             self.fallbacks += 1
         slos = (request.slo_ttft_ms, request.slo_tpot_ms) if self.use_slos else (None, None)
+        profile = request.profile
         chosen = self.decide(
             PickerRequest(
                 request.input_tokens, *slos, encoder_input_size=request.encoder_input_size
             ),
-            [self._state(index, pod) for index, pod in enumerate(pods)],
+            [self._state(profile, index, pod) for index, pod in enumerate(pods)],
             predictions,
+            profile,
         )
-        self.rules[chosen.rule] += 1
-        self.acted[request.id] = chosen.prediction
-        self.pod_of[request.id] = chosen.index
+        self.rules[f"{profile}:{chosen.rule}" if profile else chosen.rule] += 1
+        pod_class = pods[chosen.index].pod_class
+        self.pending[request.id, profile] = (chosen.prediction, chosen.index, pod_class)
         tpot_slo = slos[1]
-        if tpot_slo is not None:
-            self.tpot_slos[chosen.index][tpot_slo] += 1
+        if tpot_slo is not None and profile != PREFILL:  # a prefill pod streams no tokens
+            self.tpot_slos.setdefault((profile, chosen.index), Counter())[tpot_slo] += 1
         if chosen.prediction is not None:
             self.scores.routed(chosen.prediction.model_version, now_s)
         return chosen.index
 
     def decide(
-        self, request: PickerRequest, pods: list[PodState], predictions: list[Prediction] | None
+        self,
+        request: PickerRequest,
+        pods: list[PodState],
+        predictions: list[Prediction] | None,
+        profile: str,
     ) -> Pick:
+        """The pick among `pods`; `profile` is llm-d's ("" on a monolithic pool)."""
         raise NotImplementedError
 
     async def _ask(self, rows: list[dict[str, float | int | str]]) -> list[Prediction] | None:
@@ -181,8 +196,8 @@ class PredictorPolicy(BasePolicy):
             self.timeouts += isinstance(exc, PredictionTimeout)
             return None
 
-    def _state(self, index: int, pod: PodFeatures) -> PodState:
-        slos = self.tpot_slos[index]
+    def _state(self, profile: str, index: int, pod: PodFeatures) -> PodState:
+        slos = self.tpot_slos.get((profile, index))
         return PodState(
             str(index),
             kv_cache_percentage=pod.kv_cache_percentage,
@@ -193,28 +208,34 @@ class PredictorPolicy(BasePolicy):
             encoder_matched_size=pod.encoder_matched_size,
             running_tpot_slos_ms=(min(slos),) if slos else (),  # only the tightest counts
             pod_class=pod.pod_class if self.with_class else "",
+            pod_type=pod.pod_type,
         )
 
     def observe(self, observation: Observation) -> None:
         done = observation.completion
-        self.completed += 1
-        acted = self.acted.pop(done.request.id)
-        pod = self.pod_of.pop(done.request.id)
+        role = observation.features.pod_type  # the profile that picked this pod
+        if role != PREFILL:  # a split request counts once, at its decode pod
+            self.completed += 1
+        acted, pod, pod_class = self.pending.pop((done.request.id, role))
         slo = done.request.slo_tpot_ms if self.use_slos else None
-        if slo is not None:
-            slos = self.tpot_slos[pod]
+        slos = self.tpot_slos.get((role, pod))
+        if slo is not None and slos is not None:
             slos[slo] -= 1
             if slos[slo] <= 0:
                 del slos[slo]
         predicted = {}
         if acted is not None:
             predicted = {"predicted_ttft_ms": acted.ttft_ms, "predicted_tpot_ms": acted.tpot_ms}
-            self.scores.completed(
-                acted.model_version, (acted.ttft_ms, acted.tpot_ms), done.ttft_ms, done.tpot_ms
-            )
-            if pod < len(self.pod_classes):
-                score = self.class_ttft.setdefault(self.pod_classes[pod], TargetScore())
-                score.add(done.ttft_ms, acted.ttft_ms)
+            # what this pod's prediction is of (poolsim.policy_api.Observation.training_rows)
+            split = done.prefill_pod is not None
+            ttft = None if split and role == DECODE else done.ttft_ms
+            tpot = None if role == PREFILL else done.tpot_ms
+            self.scores.completed(acted.model_version, (acted.ttft_ms, acted.tpot_ms), ttft, tpot)
+            if role:
+                self.roles.add(role, acted, ttft, tpot)
+            if ttft is not None and pod_class:
+                score = self.class_ttft.setdefault(pod_class, TargetScore())
+                score.add(ttft, acted.ttft_ms)
         assert self.client is not None
         if self.options.training_url is not None or self.local is not None:
             for row in observation.training_rows(self.with_class):
@@ -233,6 +254,7 @@ class PredictorPolicy(BasePolicy):
 
     def summary(self) -> dict[str, float]:
         out = self.scores.figures()
+        out.update(self.roles.figures())
         out.update(self.guard.figures())
         for pod_class, score in sorted(self.class_ttft.items()):
             out[f"served_ttft_rows@{pod_class}"] = float(score.rows)
@@ -275,9 +297,14 @@ class PredictedLatencyPolicy(PredictorPolicy):
         self.sends_pod_class = pod_class
 
     def decide(
-        self, request: PickerRequest, pods: list[PodState], predictions: list[Prediction] | None
+        self,
+        request: PickerRequest,
+        pods: list[PodState],
+        predictions: list[Prediction] | None,
+        profile: str,
     ) -> Pick:
-        # admission off: nothing is sheddable in the simulator, every request is served
+        # llm-d's picker as it is, in each profile; admission off: nothing is sheddable
+        # in the simulator, every request is served
         return pick(request, pods, predictions, self.rng, self.config, admission=False)
 
 

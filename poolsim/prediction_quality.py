@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from latency_client import Prediction
+
 QUANTILE = 0.9
 PRIOR_VERSION = "cold-start-prior"  # what our servers answer before a model exists
 EARLY_MODELS = 3  # "early models": the first few trained on little data
@@ -83,13 +85,16 @@ class ServedScores:
         self,
         version: str,
         predicted: tuple[float, float],
-        ttft_ms: float,
+        ttft_ms: float | None,
         tpot_ms: float | None,
     ) -> None:
+        """`ttft_ms` / `tpot_ms` None: the prediction is not of that target (a P/D pool's
+        decode pod of a split request predicts no TTFT, a prefill pod no TPOT)."""
         trained = version != PRIOR_VERSION
-        self.ttft.add(ttft_ms, predicted[0])
-        if trained:
-            self.ttft_trained.add(ttft_ms, predicted[0])
+        if ttft_ms is not None:
+            self.ttft.add(ttft_ms, predicted[0])
+            if trained:
+                self.ttft_trained.add(ttft_ms, predicted[0])
         if tpot_ms is not None:
             self.tpot.add(tpot_ms, predicted[1])
             if trained:
@@ -107,4 +112,30 @@ class ServedScores:
         if self.first_model_s is not None:
             out["first_model_at_s"] = self.first_model_s
         out.update(self.cadence())
+        return out
+
+
+@dataclass
+class RoleScores:
+    """A P/D pool's served p90s per role of the chosen pod: the prefill pod's TTFT against
+    the request's TTFT, the decode pod's TPOT against its TPOT (and its TTFT for a request
+    it served whole). Summary keys `served_ttft_coverage@ROLE`, `served_tpot_rows@ROLE`..."""
+
+    ttft: dict[str, TargetScore] = field(default_factory=dict)
+    tpot: dict[str, TargetScore] = field(default_factory=dict)
+
+    def add(
+        self, role: str, predicted: Prediction, ttft_ms: float | None, tpot_ms: float | None
+    ) -> None:
+        if ttft_ms is not None:
+            self.ttft.setdefault(role, TargetScore()).add(ttft_ms, predicted.ttft_ms)
+        if tpot_ms is not None:
+            self.tpot.setdefault(role, TargetScore()).add(tpot_ms, predicted.tpot_ms)
+
+    def figures(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for target, scores in (("ttft", self.ttft), ("tpot", self.tpot)):
+            for role, score in sorted(scores.items()):
+                for key, value in score.figures(f"served_{target}").items():
+                    out[f"{key}@{role}"] = value
         return out

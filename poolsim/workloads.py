@@ -44,6 +44,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
+from dataclasses import replace
 from itertools import accumulate
 
 from poolsim.request import Request
@@ -208,11 +209,21 @@ WORKLOADS: dict[str, Callable[[int, float, int], list[Request]]] = {
 }
 
 
-def generate(name: str, pods: int, duration_s: float, seed: int) -> list[Request]:
+def generate(
+    name: str, pods: int, duration_s: float, seed: int, rate_scale: float = 1.0
+) -> list[Request]:
+    """The workload's requests for `pods` pods; `rate_scale` multiplies its arrival rate
+    (`--rate-scale`): the requests of `duration_s * rate_scale` seconds squeezed into
+    `duration_s`, so the mix (and a ramp's shape) stays the same (1: the table rate)."""
     try:
         make = WORKLOADS[name]
     except KeyError:
         raise ValueError(
             f"unknown workload {name!r}; known: {', '.join(WORKLOADS)} (or a JSONL file)"
         ) from None
-    return make(pods, duration_s, seed)
+    if rate_scale <= 0:
+        raise ValueError("the rate scale must be positive")
+    if rate_scale == 1.0:
+        return make(pods, duration_s, seed)
+    made = make(pods, duration_s * rate_scale, seed)
+    return [replace(r, arrival_s=r.arrival_s / rate_scale) for r in made]

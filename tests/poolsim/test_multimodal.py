@@ -182,8 +182,7 @@ def test_the_predicted_policies_pass_the_sizes_to_the_picker_and_the_servers() -
     features = PodFeatures(0.1, 1200, 0, 1, 1, 0, 0, 0.0, encoder_input_size=1200)
     warm = replace(features, encoder_matched_size=700)
     policy = PredictedLatencyPolicy(PolicyOptions(seed=0, multimodal=True))
-    policy.tpot_slos = [Counter()]
-    state = policy._state(0, warm)
+    state = policy._state("", 0, warm)
     assert state.encoder_matched_size == 700
     # latency_client builds the same encoder fields from its PodState / RequestInfo
     from latency_client import RequestInfo as PickerRequest

@@ -70,10 +70,7 @@ def test_a_monolithic_run_has_no_pd_figures(
         ),
         (["--roles", "prefill:1,decode:1", "--pd-threshold", "-1"], "--pd-threshold"),
         (["--roles", "prefill:1,decode:1", "--join", "h200:1@5"], "--roles: a P/D pool"),
-        (
-            ["--roles", "prefill:1,decode:1", "--policies", "random,predicted-latency"],
-            "predicted-latency does not run on a P/D pool (--roles)",
-        ),
+        (["--roles", "prefill:1,decode:1", "--rate-scale", "0"], "--rate-scale"),
     ],
 )
 def test_pd_usage_errors_exit_2_and_say_why(

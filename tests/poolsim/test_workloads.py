@@ -63,3 +63,16 @@ def test_chat_lengths_are_sharegpt_like() -> None:
 def test_unknown_workload_is_named() -> None:
     with pytest.raises(ValueError, match="unknown workload 'bursty'"):
         generate("bursty", 1, 1.0, 0)
+
+
+def test_a_rate_scale_squeezes_a_longer_run_into_the_duration() -> None:
+    # x2: the requests of 20 s arriving within 10 s, the same ones (mix, sizes, order)
+    base = generate("mixed", 2, 20.0, seed=3)
+    scaled = generate("mixed", 2, 10.0, seed=3, rate_scale=2.0)
+    assert len(scaled) == len(base)
+    assert [r.input_tokens for r in scaled] == [r.input_tokens for r in base]
+    assert [r.arrival_s for r in scaled] == [r.arrival_s / 2.0 for r in base]
+    assert all(r.arrival_s < 10.0 for r in scaled)
+    assert generate("chat", 2, 10.0, seed=1, rate_scale=1.0) == generate("chat", 2, 10.0, seed=1)
+    with pytest.raises(ValueError, match="rate scale"):
+        generate("chat", 2, 10.0, seed=1, rate_scale=0.0)
