@@ -11,10 +11,11 @@ multiplies its answers by the factor, on top of the bundle's own conformal facto
 (training_server.retrain.cross_conformal; both multiply in shared.served). A model
 bundle changes every retrain (10 s); this file can follow a load shift within a second.
 
-A pool that mixes hardware classes (rows with `pod_class`) gets a factor per class as well:
-a noisy neighbour slows one class, and one factor for the whole pool would under-cover that
-class while over-covering the others. Rows of a class are served with its factor; rows
-without a class, or of a class the leader has no factor for, with the pool's.
+A pool whose rows fall into groups (shared.live_groups: P/D roles, hardware classes, or
+both) gets a factor per group as well: a noisy neighbour slows one class, a prefill pod's
+TTFT is not a decode pod's, and one factor for the whole pool would under-cover one group
+while over-covering the others. Rows of a group are served with its factor; rows of no
+group, or of one the leader has no factor for, with the pool's.
 """
 
 from __future__ import annotations
@@ -36,11 +37,11 @@ MAX_LIVE_LOG_OFFSET = 2.0
 
 @dataclass(frozen=True)
 class LiveOffsets:
-    """The live log-factors to serve: the pool's per target, and per hardware class (its
-    normalised label, shared.features.normalized_pod_class) for the rows of that class."""
+    """The live log-factors to serve: the pool's per target, and per group of rows
+    (shared.live_groups: "decode", "h200", "decode/h200") for the rows of that group."""
 
     pool: dict[Target, float] = field(default_factory=dict)
-    classes: dict[str, dict[Target, float]] = field(default_factory=dict)
+    groups: dict[str, dict[Target, float]] = field(default_factory=dict)
 
 
 NO_LIVE_OFFSETS = LiveOffsets()
@@ -64,8 +65,8 @@ class LiveCalibration(BaseModel):
     quantile: float
     through_sample_id: int = Field(ge=0, description="last training row taken into account")
     targets: dict[Target, TargetLiveCalibration]
-    # per hardware class (normalised label): the factor its rows are served with
-    classes: dict[str, dict[Target, TargetLiveCalibration]] = Field(default_factory=dict)
+    # per group of rows (shared.live_groups): the factor its rows are served with
+    groups: dict[str, dict[Target, TargetLiveCalibration]] = Field(default_factory=dict)
 
     def log_offsets(self, quantile: float) -> LiveOffsets:
         """The offsets to serve with a bundle of `quantile` (none for another quantile)."""
@@ -73,9 +74,9 @@ class LiveCalibration(BaseModel):
             return NO_LIVE_OFFSETS
         return LiveOffsets(
             pool={t: entry.log_offset for t, entry in self.targets.items()},
-            classes={
+            groups={
                 name: {t: entry.log_offset for t, entry in targets.items()}
-                for name, targets in self.classes.items()
+                for name, targets in self.groups.items()
             },
         )
 

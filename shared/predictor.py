@@ -18,8 +18,9 @@ from shared.artifact import (
     read_manifest,
 )
 from shared.backends import Backend, backend_for
-from shared.features import Columns, build_matrix, code_column, pod_class_code
+from shared.features import Columns, build_matrix, code_column
 from shared.live_calibration import NO_LIVE_OFFSETS, LiveOffsets
+from shared.live_groups import group_codes
 from shared.prior import PRIOR_VERSION, prior_predict
 from shared.served import answer_ms, calibration_scale, compile_model, model_output
 from shared.settings import ModelType, ObjectiveType
@@ -43,16 +44,16 @@ class LoadedBundle:
     spaces: dict[Target, TargetSpace] = field(default_factory=dict)
     # Calibration per target, as log factors: the bundle's conformal one and the live one
     # (shared.live_calibration), which changes without a new bundle; the live one may
-    # differ per hardware class.
+    # differ per group of rows (shared.live_groups: P/D role, hardware class).
     log_offsets: dict[Target, float] = field(default_factory=dict)
     live: LiveOffsets = NO_LIVE_OFFSETS
     # The models as flat arrays (shared.tree_eval), where they reproduce the library.
     compiled: dict[Target, CompiledTrees] = field(default_factory=dict, repr=False)
     # exp of their sum (shared.served.calibration_scale), computed once: the predict path
-    # multiplies by it; rows of a class with a live factor of its own by class_scales
-    # (keyed by pod_class_code, as the rows carry it).
+    # multiplies by it; rows of a group with a live factor of its own by group_scales
+    # (keyed by (pod_type_code, pod_class_code), as the rows carry them).
     scales: dict[Target, float] = field(init=False, repr=False)
-    class_scales: dict[Target, dict[float, float]] = field(init=False, repr=False)
+    group_scales: dict[Target, dict[tuple[float, float], float]] = field(init=False, repr=False)
     # The library of model_type, for the models (or batches) the walk does not serve.
     backend: Backend = field(init=False, repr=False, compare=False)
 
@@ -67,11 +68,11 @@ class LoadedBundle:
         )
         object.__setattr__(
             self,
-            "class_scales",
+            "group_scales",
             {
                 t: {
-                    pod_class_code(name): calibration_scale(self.log_offsets.get(t, 0.0), live)
-                    for name, offsets in self.live.classes.items()
+                    group_codes(name): calibration_scale(self.log_offsets.get(t, 0.0), live)
+                    for name, offsets in self.live.groups.items()
                     if (live := offsets.get(t)) is not None
                 }
                 for t in TARGETS
@@ -91,9 +92,9 @@ class LoadedBundle:
         (the cold-start prior is a documented formula, not a model to correct)."""
         live = LiveOffsets(
             pool={t: v for t, v in offsets.pool.items() if self.has_model(t)},
-            classes={
+            groups={
                 name: trained
-                for name, targets in offsets.classes.items()
+                for name, targets in offsets.groups.items()
                 if (trained := {t: v for t, v in targets.items() if self.has_model(t)})
             },
         )
@@ -104,15 +105,18 @@ class LoadedBundle:
         return self.live.pool.get(target, 0.0)
 
     def _scale(self, target: Target, columns: Columns) -> float | np.ndarray:
-        """The calibration factor of each row: its class's where the class has a live
+        """The calibration factor of each row: its group's where the group has a live
         factor of its own, else the pool's (one number when no row needs another)."""
-        by_class = self.class_scales[target]
-        codes = columns.get(code_column("pod_class"))
-        if not by_class or codes is None:
+        by_group = self.group_scales[target]
+        if not by_group:
             return self.scales[target]
-        scale = np.full(len(codes), self.scales[target])
-        for code, class_scale in by_class.items():
-            scale[codes == code] = class_scale
+        rows = len(next(iter(columns.values()))) if columns else 0
+        none = np.zeros(rows)
+        roles = columns.get(code_column("pod_type"), none)
+        classes = columns.get(code_column("pod_class"), none)
+        scale = np.full(rows, self.scales[target])
+        for (role, pod_class), group_scale in by_group.items():
+            scale[(roles == role) & (classes == pod_class)] = group_scale
         return scale
 
     def predict(self, columns: Columns) -> dict[Target, np.ndarray]:

@@ -96,11 +96,11 @@ class TrainingMetrics:
             ["target"],
             registry=r,
         )
-        self.live_class_log_offset = Gauge(
-            "latency_live_calibration_class_log_offset",
-            "Live calibration log-factor served to the rows of one hardware class "
-            "(pools that mix classes; at most 16 classes)",
-            ["target", "pod_class"],
+        self.live_group_log_offset = Gauge(
+            "latency_live_calibration_group_log_offset",
+            "Live calibration log-factor served to the rows of one group: a P/D role, a "
+            "hardware class, or both (at most 16 groups)",
+            ["target", "group"],
             registry=r,
         )
         self.live_shifts = Counter(

@@ -22,10 +22,12 @@ from shared.features import (
     LABEL_CODES,
     LABEL_FIELDS,
     NUMERIC_FIELDS,
+    POD_TYPE_CODES,
     Columns,
     code_column,
     label_codes,
 )
+from shared.live_groups import group_labels
 from shared.pools import DEFAULT_POOL
 from shared.schemas import TrainingEntry
 from shared.targets import TARGETS, Target
@@ -63,8 +65,8 @@ def _plain_rows(conn: Connection, stmt: Any) -> list[tuple[Any, ...]]:
 
 def _feature_columns(rows: Sequence[tuple[Any, ...]], start: int) -> Columns:
     """The feature columns of rows read as NUMERIC_FIELDS then LABEL_FIELDS from position
-    `start` on; `pod_class` also as stored (an object array: the per-class figures of a
-    retrain name classes, which codes cannot)."""
+    `start` on; `pod_class` and `pod_type` also as stored (object arrays: the per-class
+    figures of a retrain and the live factors' groups name labels, which codes cannot)."""
     width = len(NUMERIC_FIELDS)
     numeric = np.array([r[start : start + width] for r in rows], dtype=np.float64)
     numeric = numeric.reshape(len(rows), width)
@@ -72,8 +74,8 @@ def _feature_columns(rows: Sequence[tuple[Any, ...]], start: int) -> Columns:
     for i, name in enumerate(LABEL_FIELDS):
         values = [r[start + width + i] for r in rows]
         columns[code_column(name)] = label_codes(LABEL_CODES[name], values)
-        if name == "pod_class":
-            columns["pod_class"] = np.array(values, dtype=object)
+        if name in ("pod_class", "pod_type"):
+            columns[name] = np.array(values, dtype=object)
     return columns
 
 
@@ -227,10 +229,10 @@ class SampleStore:
         test: bool,
         limit: int | None = None,
         since_id: int = 0,
-        pod_class: str | None = None,
+        group: str | None = None,
     ) -> tuple[Columns, np.ndarray]:
         """The newest `limit` (all if None) rows measuring `target` in one split with an id
-        of at least `since_id` (and of the hardware class `pod_class`, normalised, when
+        of at least `since_id` (and of the live factor's `group`, shared.live_groups, when
         given), oldest first. Served by ix_samples_window, so a large store is never read
         whole. Besides the feature columns, `pod_class` holds each row's class label as
         stored (an object array: the per-class figures of a retrain name classes, which
@@ -247,8 +249,13 @@ class SampleStore:
             .order_by(samples.c.id.desc())
             .limit(limit)
         )
-        if pod_class is not None:
-            stmt = stmt.where(func.lower(func.trim(samples.c.pod_class)) == pod_class)
+        if group is not None:
+            role, pod_class = group_labels(group)
+            stored_role = func.lower(func.trim(samples.c.pod_type))
+            stmt = stmt.where(
+                func.lower(func.trim(samples.c.pod_class)) == pod_class,
+                stored_role == role if role else stored_role.not_in(list(POD_TYPE_CODES)),
+            )
         with self.engine.connect() as conn:
             rows = _plain_rows(conn, stmt)[::-1]
         actual = np.array([r[0] for r in rows], dtype=np.float64)

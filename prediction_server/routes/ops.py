@@ -94,11 +94,9 @@ async def status(
             t.value: {
                 "bundle_log_offset": bundle.log_offsets.get(t, 0.0),
                 "live_log_offset": bundle.live_log_offset(t),
-                # per hardware class, where the pool mixes classes
-                "live_class_log_offsets": {
-                    name: offsets[t]
-                    for name, offsets in bundle.live.classes.items()
-                    if t in offsets
+                # per group of rows (P/D role, hardware class), where the pool has them
+                "live_group_log_offsets": {
+                    name: offsets[t] for name, offsets in bundle.live.groups.items() if t in offsets
                 },
             }
             for t in TARGETS

@@ -64,17 +64,17 @@ def test_live_calibration_follows_the_file(model_dir: Path) -> None:
     assert status["ttft"] == {
         "bundle_log_offset": 0.0,
         "live_log_offset": -0.2,
-        "live_class_log_offsets": {},
+        "live_group_log_offsets": {},
     }
 
 
 def test_rows_of_a_class_with_a_factor_of_its_own_are_served_with_it(model_dir: Path) -> None:
-    """A pool mixing classes: b200 rows (whatever the label's case) take b200's factor; rows
-    of another class, or of none, the pool's; a target the class has no factor for, the
-    pool's too."""
+    """A pool mixing classes (monolithic pods): b200 rows (whatever the label's case) take
+    b200's factor; rows of another class, or of none, the pool's; a target the class has no
+    factor for, the pool's too."""
     publish_trained_bundle(model_dir, seed=1)
     labelled = [
-        {**row, "pod_class": label}
+        {**row, "pod_class": label, "pod_type": ""}
         for row, label in zip(
             ROWS, ["B200 ", "b200", "h200", "", "b200", "h200", "", "b200"], strict=True
         )
@@ -82,7 +82,7 @@ def test_rows_of_a_class_with_a_factor_of_its_own_are_served_with_it(model_dir: 
     with running_app(model_dir) as client:
         plain = [(p["ttft_ms"], p["tpot_ms"]) for p in strict(client, labelled)["predictions"]]
         (model_dir / LIVE_CALIBRATION).write_bytes(
-            live_calibration_json(ttft=0.1, tpot=-0.1, classes={"b200": {Target.TTFT: 0.5}})
+            live_calibration_json(ttft=0.1, tpot=-0.1, groups={"b200": {Target.TTFT: 0.5}})
         )
         eventually(
             lambda: strict(client, labelled)["predictions"][3]["ttft_ms"] != plain[3][0],
@@ -95,8 +95,8 @@ def test_rows_of_a_class_with_a_factor_of_its_own_are_served_with_it(model_dir: 
         b200 = row["pod_class"].strip().lower() == "b200"
         assert t1 == pytest.approx(t0 * math.exp(0.5 if b200 else 0.1), rel=1e-6)
         assert p1 == pytest.approx(p0 * math.exp(-0.1), rel=1e-6)
-    assert status["ttft"]["live_class_log_offsets"] == {"b200": 0.5}
-    assert status["tpot"]["live_class_log_offsets"] == {}
+    assert status["ttft"]["live_group_log_offsets"] == {"b200": 0.5}
+    assert status["tpot"]["live_group_log_offsets"] == {}
 
 
 def test_factor_for_another_quantile_or_the_prior_is_not_applied(model_dir: Path) -> None:
@@ -122,3 +122,30 @@ def test_factor_for_another_quantile_or_the_prior_is_not_applied(model_dir: Path
         )
         for (t0, _), (t1, _) in zip(answers(client), with_factor, strict=True):
             assert t1 == pytest.approx(t0 * math.exp(0.5), rel=1e-6)
+
+
+def test_rows_of_each_pd_role_and_class_take_their_groups_factor(model_dir: Path) -> None:
+    """P/D: "decode" rows take the decode group's factor, "prefill/h200" rows that group's,
+    a prefill row of another class and a monolithic row the pool's."""
+    publish_trained_bundle(model_dir, seed=1)
+    labels = [("decode", ""), ("Decode", "b200"), ("prefill", "h200"), ("prefill", "b200")]
+    labelled = [
+        {**row, "pod_type": role, "pod_class": pod_class}
+        for row, (role, pod_class) in zip(ROWS, labels * 2, strict=True)
+    ]
+    with running_app(model_dir) as client:
+        plain = [p["ttft_ms"] for p in strict(client, labelled)["predictions"]]
+        groups = {"decode": {Target.TTFT: 0.4}, "prefill/h200": {Target.TTFT: -0.3}}
+        (model_dir / LIVE_CALIBRATION).write_bytes(
+            live_calibration_json(ttft=0.1, tpot=0.0, groups=groups)
+        )
+        eventually(
+            lambda: strict(client, labelled)["predictions"][3]["ttft_ms"] != plain[3],
+            WAIT_S,
+            "the live calibration read",
+        )
+        served = [p["ttft_ms"] for p in strict(client, labelled)["predictions"]]
+    # "Decode"/"b200" is group "decode/b200", which has no factor: the pool's
+    expected = [0.4, 0.1, -0.3, 0.1] * 2
+    for t0, t1, offset in zip(plain, served, expected, strict=True):
+        assert t1 == pytest.approx(t0 * math.exp(offset), rel=1e-6)

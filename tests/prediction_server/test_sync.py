@@ -279,7 +279,7 @@ def live_calibration_json(
     ttft: float,
     tpot: float,
     quantile: float = 0.9,
-    classes: dict[str, dict[Target, float]] | None = None,
+    groups: dict[str, dict[Target, float]] | None = None,
 ) -> bytes:
     return (
         LiveCalibration(
@@ -290,9 +290,9 @@ def live_calibration_json(
                 Target.TTFT: TargetLiveCalibration(log_offset=ttft),
                 Target.TPOT: TargetLiveCalibration(log_offset=tpot),
             },
-            classes={
+            groups={
                 name: {t: TargetLiveCalibration(log_offset=v) for t, v in offsets.items()}
-                for name, offsets in (classes or {}).items()
+                for name, offsets in (groups or {}).items()
             },
         )
         .model_dump_json()

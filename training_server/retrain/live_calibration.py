@@ -7,13 +7,14 @@ rows that arrived since its last step, asks the bundle served what it answers fo
 (times the factor), and moves one log-factor per target against the misses
 (retrain.live_factor: adaptive conformal steps, a shift followed within tens of rows, and a
 rebase when a new bundle is served, so the factor never counts a move the bundle already
-made); in a pool that mixes hardware classes, one factor per class as well
-(retrain.live_classes). The rows are newer than the bundle's training rows, so these are
-out-of-sample answers; scoring the p90 each row was served instead (`predicted_*_ms`)
-would score rows predicted by the previous bundle, or the prior, against this one's factor
-for as long as its requests take. The served p90s still give `recent_coverage`, what the
-EPP saw. The factor is published in <model_dir>/calibration.json (shared.live_calibration)
-for every prediction server. Followers only read that file.
+made); in a pool whose rows fall into groups (P/D roles, hardware classes), one factor per
+group as well (retrain.live_groups). The rows are newer than the bundle's training rows, so
+these are out-of-sample answers; scoring the p90 each row was served instead
+(`predicted_*_ms`) would score rows predicted by the previous bundle, or the prior, against
+this one's factor for as long as its requests take. The served p90s still give
+`recent_coverage`, what the EPP saw. The factor is published in
+<model_dir>/calibration.json (shared.live_calibration) for every prediction server.
+Followers only read that file.
 
 Only targets the serving bundle has a trained model for are corrected: the cold-start prior
 is a documented formula, and its misses say nothing about the next model.
@@ -45,8 +46,8 @@ from shared.slot import BundleSlot
 from shared.targets import TARGETS, Target
 from training_server.bundle_share import BundleShare
 from training_server.metrics import TrainingMetrics
-from training_server.retrain.live_classes import ClassFactors, ClassRows, class_names
 from training_server.retrain.live_factor import LiveFactor
+from training_server.retrain.live_groups import GroupFactors, GroupRows, group_names
 from training_server.store import SampleStore
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ class LiveCalibrator:
         self.state: LiveCalibration | None = None  # the leader's own, once it has led
         self._recent = {t: deque[bool](maxlen=RECENT_ROWS) for t in TARGETS}
         self._factors: dict[Target, LiveFactor] = {}
-        self._classes = ClassFactors(settings.quantile_alpha, settings.calibration_step)
+        self._groups = GroupFactors(settings.quantile_alpha, settings.calibration_step)
         self._corrected: LoadedBundle | None = None  # the bundle the factors correct
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -152,8 +153,8 @@ class LiveCalibrator:
             )
             for t, e in published.targets.items()
         }
-        self._classes = ClassFactors(
-            self.settings.quantile_alpha, self.settings.calibration_step, published.classes
+        self._groups = GroupFactors(
+            self.settings.quantile_alpha, self.settings.calibration_step, published.groups
         )
         self._corrected = self.slot.published  # the file's factors were for what is served
         log.info(
@@ -187,7 +188,9 @@ class LiveCalibrator:
         # A retrain reads rows up to the moment it starts: those that arrived since the last
         # step may be in the new bundle's training rows, and a fit answers them too well.
         fresh = rows.ids > self.trained_through()
-        names = class_names(rows.columns.get("pod_class"), len(rows.ids))
+        names = group_names(
+            rows.columns.get("pod_type"), rows.columns.get("pod_class"), len(rows.ids)
+        )
         for target in TARGETS:
             entry, factor = targets[target], self._factors[target]
             measured = (rows.actual[target] > 0) & fresh
@@ -198,18 +201,18 @@ class LiveCalibrator:
             served = answers[target][measured] * math.exp(factor.log_offset)
             epp_actual, epp_served = rows.scored(target)  # what the EPP was served
             self._recent[target].extend((epp_actual <= epp_served).tolist())
-            pool_log_offset = factor.log_offset  # what a class seen first starts from
+            pool_log_offset = factor.log_offset  # what a group seen first starts from
             if factor.observe(actual, served, rows.ids[measured]):
                 self._shifted(target, "", factor)
             epp_measured = (rows.actual[target] > 0) & ~np.isnan(rows.predicted[target])
-            shifted = self._classes.observe(
+            shifted = self._groups.observe(
                 target,
-                ClassRows(names[measured], actual, answers[target][measured], rows.ids[measured]),
+                GroupRows(names[measured], actual, answers[target][measured], rows.ids[measured]),
                 pool_log_offset,
                 (names[epp_measured], epp_actual, epp_served),
             )
             for name in shifted:
-                self._shifted(target, name, self._classes.factors[name][target])
+                self._shifted(target, name, self._groups.factors[name][target])
             recent = self._recent[target]
             targets[target] = TargetLiveCalibration(
                 log_offset=factor.log_offset,
@@ -224,7 +227,7 @@ class LiveCalibrator:
                 "updated_at": datetime.now(UTC),
                 "through_sample_id": newest,
                 "targets": targets,
-                "classes": self._classes.published(),
+                "groups": self._groups.published(),
             }
         )
         write_live_calibration(self.settings.model_dir, self.state)
@@ -242,18 +245,18 @@ class LiveCalibrator:
             self.slot.publish(bundle)
             log.info("serving bundle %s shared through the store", bundle.version)
 
-    def _shifted(self, target: Target, pod_class: str, factor: LiveFactor) -> None:
+    def _shifted(self, target: Target, group: str, factor: LiveFactor) -> None:
         log.info(
             "live calibration: %s%s shifted; factor now %.3f",
             target.value,
-            f" on {pod_class}" if pod_class else "",
+            f" on {group}" if group else "",
             math.exp(factor.log_offset),
         )
         self.metrics.live_shifts.labels(target.value).inc()
 
     def _rebase(self, bundle: LoadedBundle | None) -> bool:
         """When a new bundle is served, move each trained target's factor (the pool's and
-        each class's) by how much less (or more) the new bundle needs to cover the newest
+        each group's) by how much less (or more) the new bundle needs to cover the newest
         held-out rows of the factor's level (retrain.live_factor); True when one moved."""
         old, self._corrected = self._corrected, bundle
         if bundle is None or old is None or old.version == bundle.version:
@@ -263,11 +266,11 @@ class LiveCalibrator:
             if not (old.has_model(target) and bundle.has_model(target)):
                 continue
             moved = self._rebase_one(target, self._factors[target], old, bundle) or moved
-            for name, factors in self._classes.factors.items():
+            for name, factors in self._groups.factors.items():
                 if target in factors and self._rebase_one(
                     target, factors[target], old, bundle, name
                 ):
-                    self._classes.rebased(name, target)
+                    self._groups.rebased(name, target)
                     moved = True
         return moved
 
@@ -277,16 +280,16 @@ class LiveCalibrator:
         factor: LiveFactor,
         old: LoadedBundle,
         new: LoadedBundle,
-        pod_class: str | None = None,
+        group: str | None = None,
     ) -> bool:
-        """Rebase one factor on the held-out rows of its level (of its class, if any)."""
+        """Rebase one factor on the held-out rows of its level (of its group, if any)."""
         # Held-out rows: no bundle was fitted on them, so neither answer is in-sample.
         columns, actual = self.store.window(
-            target, test=True, limit=REBASE_ROWS, since_id=factor.level_since, pod_class=pod_class
+            target, test=True, limit=REBASE_ROWS, since_id=factor.level_since, group=group
         )
         if len(actual) < REBASE_MIN_ROWS:
             columns, actual = self.store.window(
-                target, test=True, limit=REBASE_MIN_ROWS, pod_class=pod_class
+                target, test=True, limit=REBASE_MIN_ROWS, group=group
             )
         if not len(actual):
             return False
@@ -297,7 +300,7 @@ class LiveCalibrator:
         log.info(
             "live calibration: %s%s rebased by %.3f on %s",
             target.value,
-            f" on {pod_class}" if pod_class else "",
+            f" on {group}" if group else "",
             move,
             new.version,
         )
@@ -309,9 +312,9 @@ class LiveCalibrator:
             self.metrics.live_log_offset.labels(target.value).set(entry.log_offset)
             if entry.recent_coverage is not None:
                 self.metrics.live_coverage.labels(target.value).set(entry.recent_coverage)
-        for name, entries in current.classes.items() if current else ():
+        for name, entries in current.groups.items() if current else ():
             for target, entry in entries.items():
-                self.metrics.live_class_log_offset.labels(target.value, name).set(entry.log_offset)
+                self.metrics.live_group_log_offset.labels(target.value, name).set(entry.log_offset)
         self.slot.set_live(self.offsets())
 
     # loop -------------------------------------------------------------------------------

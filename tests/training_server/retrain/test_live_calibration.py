@@ -180,8 +180,9 @@ def test_a_new_bundle_rebases_the_factor_so_the_served_p90_stays_put(
         assert after.targets[target].log_offset == pytest.approx(expected, abs=1e-9)
 
 
-def classed(rows: list[dict[str, Any]], pod_class: str) -> list[dict[str, Any]]:
-    return [{**row, "pod_class": pod_class} for row in rows]
+def classed(rows: list[dict[str, Any]], pod_class: str, pod_type: str = "") -> list[dict[str, Any]]:
+    """The rows as from pods of one class (and role: "" monolithic)."""
+    return [{**row, "pod_class": pod_class, "pod_type": pod_type} for row in rows]
 
 
 def test_each_class_gets_a_factor_of_its_own(open_client: OpenClient) -> None:
@@ -196,26 +197,26 @@ def test_each_class_gets_a_factor_of_its_own(open_client: OpenClient) -> None:
     ingest(client, slow + classed(slower_rows(200, seed=6, scale=1.0), "fast"))
     tick(client)
     published = published_of(client)
-    assert set(published.classes) == {"slow", "fast"}
+    assert set(published.groups) == {"slow", "fast"}
     for target, pool in published.targets.items():
-        slow_offset = published.classes["slow"][target].log_offset
-        fast_offset = published.classes["fast"][target].log_offset
+        slow_offset = published.groups["slow"][target].log_offset
+        fast_offset = published.groups["fast"][target].log_offset
         assert slow_offset == pytest.approx(math.log(4.0), abs=0.5)
         assert abs(fast_offset) < 0.3
         assert fast_offset < pool.log_offset < slow_offset
         n = sum(1 for r in slow if r[target.actual_field] > 0)
-        assert published.classes["slow"][target].rows == n
-        assert published.classes["slow"][target].recent_coverage == 0.0
+        assert published.groups["slow"][target].rows == n
+        assert published.groups["slow"][target].recent_coverage == 0.0
     offsets = {t: e.log_offset for t, e in published.targets.items()}
     for pod_class, offset in [
-        ("SLOW", published.classes["slow"][Target.TTFT].log_offset),
-        ("fast", published.classes["fast"][Target.TTFT].log_offset),
+        ("SLOW", published.groups["slow"][Target.TTFT].log_offset),
+        ("fast", published.groups["fast"][Target.TTFT].log_offset),
         ("", offsets[Target.TTFT]),
     ]:
         after = client.post("/predict", json={**_epp_row(), "pod_class": pod_class}).json()
         assert after["ttft_ms"] == pytest.approx(before["ttft_ms"] * math.exp(offset), rel=1e-6)
     metrics = client.get("/metrics").text
-    assert 'latency_live_calibration_class_log_offset{pod_class="slow",target="ttft"}' in metrics
+    assert 'latency_live_calibration_group_log_offset{group="slow",target="ttft"}' in metrics
 
 
 def test_a_pool_of_one_class_serves_what_the_pool_factor_would(
@@ -238,5 +239,29 @@ def test_a_pool_of_one_class_serves_what_the_pool_factor_would(
         tick(client)
         published = published_of(client)
         for target, pool in published.targets.items():
-            assert published.classes["h200"][target].log_offset == pool.log_offset
+            assert published.groups["h200"][target].log_offset == pool.log_offset
             assert pool.log_offset != 0.0  # the factors did move
+
+
+def test_prefill_and_decode_rows_get_factors_of_their_own(open_client: OpenClient) -> None:
+    """A P/D pool: the prefill pods' TTFTs run 4x what the bundle learnt, the decode pods'
+    as learnt; each role's factor follows its own rows (no class: groups "prefill" and
+    "decode")."""
+    client = open_client(calibration_step=0.01)
+    train(client)
+    tick(client)
+    prefill = classed(slower_rows(200, seed=5, scale=4.0), "", "prefill")
+    decode = classed(slower_rows(200, seed=6, scale=1.0), "", "Decode")
+    ingest(client, prefill + decode)
+    tick(client)
+    published = published_of(client)
+    assert set(published.groups) == {"prefill", "decode"}
+    ttft = Target.TTFT
+    assert published.groups["prefill"][ttft].log_offset == pytest.approx(math.log(4), abs=0.5)
+    assert abs(published.groups["decode"][ttft].log_offset) < 0.3
+    row = {**_epp_row(), "pod_class": ""}
+    prefill_p90 = client.post("/predict", json={**row, "pod_type": "prefill"}).json()["ttft_ms"]
+    decode_p90 = client.post("/predict", json={**row, "pod_type": "decode"}).json()["ttft_ms"]
+    # the same features but the role's code: the answers differ by the two factors (the
+    # bundle, trained on rows of random roles, may answer the roles a little apart)
+    assert prefill_p90 > 2 * decode_p90

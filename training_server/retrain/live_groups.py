@@ -1,13 +1,14 @@
-"""ClassFactors: the live factor of each hardware class in a pool that mixes them.
+"""GroupFactors: the live factor of each group of rows in a pool whose rows fall into
+groups (shared.live_groups: P/D roles, hardware classes, or both).
 
 One factor for the whole pool follows the pool's average miss rate: when one class slows
 down (a noisy neighbour, a throttled GPU) its rows miss far more often than 1 - q while the
-other classes' rows are covered more than enough, and the pool's factor lands in between.
-Each class seen in the rows (`pod_class`, normalised) therefore gets a LiveFactor of its
-own per target, moved by that class's rows only, with the same steps, shift test and
-rebase as the pool's (retrain.live_factor). A class's factor starts where the pool's stands
-when the class first appears, so a pool of a single class serves exactly what the pool's
-factor would. Rows without a class keep the pool's factor.
+other classes' rows are covered more than enough, and the pool's factor lands in between;
+a prefill pod's TTFT and a decode pod's blur alike. Each group seen in the rows therefore
+gets a LiveFactor of its own per target, moved by that group's rows only, with the same
+steps, shift test and rebase as the pool's (retrain.live_factor). A group's factor starts
+where the pool's stands when the group first appears, so a pool of a single group serves
+exactly what the pool's factor would. Rows of no group keep the pool's factor.
 """
 
 from __future__ import annotations
@@ -18,36 +19,38 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.features import normalized_pod_class
 from shared.live_calibration import TargetLiveCalibration
+from shared.live_groups import group_name
 from shared.targets import Target
 from training_server.retrain.live_factor import LiveFactor
 
 # Labels are open-ended: a client sending a new pod_class per row must not grow the
-# leader's state or the file without bound. Classes past this many keep the pool's factor.
-MAX_LIVE_CLASSES = 16
+# leader's state or the file without bound. Groups past this many keep the pool's factor.
+MAX_LIVE_GROUPS = 16
 RECENT_ROWS = 1_000  # as the pool's recent_coverage
 
 
 @dataclass(frozen=True)
-class ClassRows:
-    """The rows of one step that measure a target, with each row's class."""
+class GroupRows:
+    """The rows of one step that measure a target, with each row's group."""
 
-    names: np.ndarray  # normalised class label per row ("" for none), object array
+    names: np.ndarray  # group name per row ("" for none), object array
     actual: np.ndarray
     answers: np.ndarray  # the bundle's answers without any live factor
     ids: np.ndarray
 
 
-def class_names(raw: np.ndarray | None, rows: int) -> np.ndarray:
-    """The normalised class label of each row (stored labels may differ in case/spaces)."""
-    if raw is None:
-        return np.full(rows, "", dtype=object)
-    return np.array([normalized_pod_class(v) for v in raw], dtype=object)
+def group_names(
+    pod_types: np.ndarray | None, pod_classes: np.ndarray | None, rows: int
+) -> np.ndarray:
+    """The group of each row from its stored labels (which may differ in case/spaces)."""
+    types = pod_types if pod_types is not None else np.full(rows, "", dtype=object)
+    classes = pod_classes if pod_classes is not None else np.full(rows, "", dtype=object)
+    return np.array([group_name(t, c) for t, c in zip(types, classes, strict=True)], dtype=object)
 
 
-class ClassFactors:
-    """Per class, per target: a LiveFactor, and the published entry."""
+class GroupFactors:
+    """Per group, per target: a LiveFactor, and the published entry."""
 
     def __init__(
         self,
@@ -69,7 +72,7 @@ class ClassFactors:
         """`name`'s factor for `target`, started at the pool's when new; None past the cap."""
         targets = self.factors.get(name)
         if targets is None:
-            if len(self.factors) >= MAX_LIVE_CLASSES:
+            if len(self.factors) >= MAX_LIVE_GROUPS:
                 return None
             targets = self.factors[name] = {}
         if target not in targets:
@@ -79,13 +82,13 @@ class ClassFactors:
     def observe(
         self,
         target: Target,
-        rows: ClassRows,
+        rows: GroupRows,
         pool_log_offset: float,
         epp: tuple[np.ndarray, np.ndarray, np.ndarray],
     ) -> list[str]:
-        """Move each class's factor on its rows (`pool_log_offset`: the pool's factor these
-        rows were scored against, where a new class starts); `epp` is (class, actual,
-        served p90) of what the EPP was served, for recent_coverage. Returns the classes
+        """Move each group's factor on its rows (`pool_log_offset`: the pool's factor these
+        rows were scored against, where a new group starts); `epp` is (group, actual,
+        served p90) of what the EPP was served, for recent_coverage. Returns the groups
         whose factor found a shift."""
         shifted = []
         for name in sorted(set(rows.names.tolist()) - {""}):
