@@ -7,7 +7,8 @@ the heuristics, the predictor policies (our real servers in the loop) and the or
 
 Modules, one job each: `rows` (read the store), `profile` (distributions), `fit` (the pod
 model against the rows), `classes` (the pool's hardware classes from the rows' pod_class),
-`speeds` (a class's speed from its rows), `pod_counts` (pods per class), `workload`
+`speeds` (a class's speed from its rows), `pod_counts` (pods per class and per P/D role),
+`roles` (a prefill/decode pool from the rows' pod_type) and `role_report`, `workload`
 (rebuild requests), `predictor` (our servers, warmed once for every paced run), `simulate`
 (policies x seeds), `verdict` (the rule), `reason` (the verdict in words), `cost` (the
 sidecars' footprint), `report` and `class_report` (screen and JSON), `plots`, `progress`,

@@ -16,6 +16,8 @@ from advisor.profile import Profile, RateCurve, output_model, output_tokens, pro
 from advisor.progress import Progress
 from advisor.reason import explain
 from advisor.report import Advice, Timings
+from advisor.roles import RolePool, pd_policies, read_roles
+from advisor.roles import for_simulation as roles_for_simulation
 from advisor.rows import StoreError, StoreRows, read_rows, safe_url
 from advisor.simulate import Runner, Simulation, simulate_all
 from advisor.verdict import data_gaps, decide
@@ -63,9 +65,14 @@ def _fit(options: Options, rows: StoreRows, pool: ClassPool, outputs: OutputMode
 
 
 def _simulate(
-    options: Options, rows: StoreRows, prof: Profile, pool: ClassPool, progress: Progress
-) -> tuple[Plan, ClassPool, Simulation]:
-    given = sum(1 for c in pool.classes if c.pods)
+    options: Options,
+    rows: StoreRows,
+    prof: Profile,
+    pool: ClassPool,
+    roles: RolePool | None,
+    progress: Progress,
+) -> tuple[Plan, ClassPool, RolePool | None, Simulation]:
+    given = max(sum(1 for c in pool.classes if c.pods), 2 if roles is not None else 1)
     plan = make_plan(
         prof, options.pods, options.slos, options.sim_seconds, options.speedup, min_pods=given
     )
@@ -74,9 +81,12 @@ def _simulate(
     for note in left_out:
         progress.note(note)
     pool = replace(pool, notes=pool.notes + left_out)
+    if roles is not None:
+        roles = roles_for_simulation(roles, plan.sim_pods)
+        names = pd_policies(names)
     sizes = sizes_of(rows)
     pods = pool.pods()
-    runner = Runner(plan, pods, progress)
+    runner = Runner(plan, pods, progress, pd=roles.config() if roles is not None else None)
     try:
         sim = simulate_all(
             names,
@@ -86,7 +96,7 @@ def _simulate(
         )
     except (RuntimeError, TimeoutError, ValueError, httpx.HTTPError) as exc:
         raise AdviseError(f"the simulation failed: {exc}") from None
-    return plan, pool, sim
+    return plan, pool, roles, sim
 
 
 def advise(options: Options, progress: bool = True) -> Advised:
@@ -98,6 +108,7 @@ def advise(options: Options, progress: bool = True) -> Advised:
     fit: FitReport | None = None
     plan: Plan | None = None
     pool: ClassPool | None = None
+    roles: RolePool | None = None
     sim: Simulation | None = None
     fit_s = simulate_s = 0.0
     if not data_gaps(prof):
@@ -107,11 +118,16 @@ def advise(options: Options, progress: bool = True) -> Advised:
         pool = read_classes(rows, options, outputs)
         if pool.from_rows:
             notes.note(f"hardware classes from the rows: {pool.label}, speeds from the rows")
+        roles = read_roles(rows, options, outputs)
+        if roles is not None:
+            notes.note(f"a prefill/decode pool: {roles.note}")
         fit = _fit(options, rows, pool, outputs)
         fit_s = time.perf_counter() - fit_started
-        plan, pool, sim = _simulate(options, rows, prof, pool, notes)
+        plan, pool, roles, sim = _simulate(options, rows, prof, pool, roles, notes)
         simulate_s = sim.wall_s
-    verdict = decide(prof, fit, sim)
+    # The check rebuilds each row's pod as a monolithic one, which a decode pod is not (it
+    # never prefills a split request): on P/D rows it is shown, not judged (advisor.roles).
+    verdict = decide(prof, fit if roles is None else None, sim)
     advice = Advice(
         store=safe_url(options.url),
         hours=options.hours,
@@ -125,5 +141,6 @@ def advise(options: Options, progress: bool = True) -> Advised:
         reason=explain(prof, verdict, sim),
         cost=sidecar_cost(prof.rate.peak, options.pods),
         timings=Timings(read_s, fit_s, simulate_s, time.perf_counter() - started),
+        roles=roles,
     )
     return Advised(advice, rows.input_tokens[rows.measures_ttft], output_tokens(rows))

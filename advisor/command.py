@@ -12,7 +12,10 @@ the expected change, the reason and the sidecars' cost. --json pointed at the tr
 advice file (LATENCY_ADVICE_FILE) puts the answer on its dashboard (GET /advice). Rows that
 name their hardware class (`pod_class`) make a pool of those classes, their speeds read
 from the rows (advisor.classes); `--hardware CLASS:COUNT,...` sets the pods per class (and
---pods to their sum); `--hardware CLASS`, the class of rows that name none. Exit 0
+--pods to their sum); `--hardware CLASS`, the class of rows that name none. Rows from both
+prefill and decode pods (`pod_type`) make a prefill/decode pool, --pods split between the
+roles by the load the rows imply, or as `--roles prefill:N,decode:M` says; pd-heuristic
+joins the baselines (advisor.roles). `--pd-threshold` is the decider's. Exit 0
 with an answer (also not-enough-data), 1 when the store cannot be read or a server fails,
 2 on a usage error.
 """
@@ -85,6 +88,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="CLASS: the class of rows without a pod_class, and the pool's when no row names "
         "one (h200); CLASS:COUNT[,CLASS:COUNT...]: the pods of each class (--pods defaults to "
         "their sum), their speeds still read from the rows of that class",
+    )
+    parser.add_argument(
+        "--roles",
+        help="prefill:N,decode:M: simulate a prefill/decode pool of these pods (--pods "
+        "defaults to their sum); by default one when the rows show both roles (pod_type), "
+        "--pods split by the load each role's rows imply",
+    )
+    parser.add_argument(
+        "--pd-threshold",
+        type=int,
+        default=16,
+        help="P/D pools: split a request when its decode pod lacks at least this many "
+        "prompt tokens (llm-d's nonCachedTokens; 16 as its sample P/D config; 0: never)",
     )
     parser.add_argument(
         "--sim-seconds", type=float, default=0.0, help="simulated seconds of arrivals (0: auto)"
@@ -179,6 +195,23 @@ def _hardware(args: argparse.Namespace) -> tuple[tuple[str, int], ...]:
     return tuple(counts.items())
 
 
+def _roles(args: argparse.Namespace) -> tuple[tuple[str, int], ...]:
+    """--roles' pods per role, prefill first (() without it); --pods defaults to their sum."""
+    from poolsim.roles import PREFILL, ROLES, RolesSpecError, parse_roles
+
+    if args.pd_threshold < 0:
+        raise UsageProblem("--pd-threshold must be >= 0")
+    if not args.roles:
+        return ()
+    try:
+        roles = parse_roles(args.roles, args.pods)
+    except RolesSpecError as exc:
+        raise UsageProblem(str(exc)) from None
+    args.pods = len(roles)
+    prefill = roles.count(PREFILL)
+    return tuple(zip(ROLES, (prefill, len(roles) - prefill), strict=True))
+
+
 def _positive(args: argparse.Namespace) -> None:
     if args.pods < 1:
         raise UsageProblem("--pods must be at least 1")
@@ -196,6 +229,7 @@ def check(args: argparse.Namespace) -> Options:
     if args.training_url:
         raise UsageProblem(NO_EXPORT)
     _json_usage(args.json, args.pool)
+    roles = _roles(args)
     counts = _hardware(args)
     _positive(args)
     from poolsim.report import INSTALL_HINT, matplotlib_available
@@ -215,6 +249,8 @@ def check(args: argparse.Namespace) -> Options:
         fit_rows=args.fit_rows,
         pool=args.pool,
         counts=counts,
+        roles=roles,
+        pd_threshold=args.pd_threshold,
     )
 
 

@@ -22,3 +22,7 @@ class Options:
     # --hardware CLASS:COUNT,...: the pool's pods per class, in order; (): split by the
     # rows' classes (advisor.classes)
     counts: tuple[tuple[str, int], ...] = ()
+    # --roles prefill:N,decode:M: a P/D pool of these pods per role; (): a P/D pool when
+    # the rows show both roles, split by their load (advisor.roles), else monolithic
+    roles: tuple[tuple[str, int], ...] = ()
+    pd_threshold: int = 16  # the decider's nonCachedTokens (poolsim.roles)

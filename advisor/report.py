@@ -15,6 +15,8 @@ from advisor.classes import ClassPool
 from advisor.cost import Cost
 from advisor.fit import ERROR_LIMIT, FitReport
 from advisor.profile import ASSUMED_OUTPUT, Profile, Spread
+from advisor.role_report import role_json, role_lines, role_table
+from advisor.roles import RolePool
 from advisor.simulate import PolicyRuns, Simulation
 from advisor.verdict import Comparison, Verdict, over_seeds
 from advisor.workload import Plan
@@ -42,6 +44,7 @@ class Advice:
     reason: str
     cost: Cost
     timings: Timings
+    roles: RolePool | None = None  # a prefill/decode pool (advisor.roles); None: monolithic
 
 
 def _ms(value: float | None) -> str:
@@ -164,10 +167,13 @@ def screen(a: Advice) -> str:
     ]
     if a.classes is not None:
         lines += class_lines(a.classes)
+    if a.roles is not None:
+        lines += role_lines(a.roles)
     if a.fit is not None:
         lines += fit_lines(a.fit)
     if a.simulation is not None and a.plan is not None:
         lines += [plan_line(a.plan, a.simulation, a.seeds), *policy_table(a.simulation)]
+        lines += role_table(a.simulation)
     lines.append(f"verdict   {a.verdict.answer} (confidence {a.verdict.confidence})")
     lines += [f"          low confidence: {r}" for r in a.verdict.confidence_reasons]
     lines += [line for line in (change_line(a.verdict),) if line]
@@ -231,6 +237,7 @@ def document(a: Advice) -> dict[str, Any]:
             "off": [asdict(c) for c in a.fit.off],
         },
         "classes": class_json(a.classes),
+        "roles": role_json(a.roles),
         "simulation": None
         if sim is None or a.plan is None
         else {

@@ -12,7 +12,9 @@ when it sent none), counted back from the newest row, not from now: a store that
 receiving yesterday is still read. At most MAX_ROWS rows, the newest by id.
 
 `pod_class` (our optional hardware label, docs/api.md 2.1, migration 0005) is read when the
-store has the column; a row without one, or a store from before it, reads "".
+store has the column; a row without one, or a store from before it, reads "". `pod_type`
+(the pod's P/D role: "prefill", "decode", "" monolithic) has been a column since the first
+migration, so every store has it.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ COLUMNS = (
     "actual_tpot_ms",
 )
 CLASS_COLUMN = "pod_class"  # optional: stores migrated before 0005 lack it
+ROLE_COLUMN = "pod_type"  # in every store (migration 0001)
 CONNECT_TIMEOUT_S = 10
 
 
@@ -71,6 +74,7 @@ class StoreRows:
     ttft_ms: np.ndarray
     tpot_ms: np.ndarray
     pod_class: np.ndarray | None = None  # str per row ("" none); None: no row has one
+    pod_type: np.ndarray | None = None  # str per row ("" monolithic); None: no row has one
 
     def __len__(self) -> int:
         return len(self.timestamp_s)
@@ -80,6 +84,12 @@ class StoreRows:
         if self.pod_class is None:
             return np.full(len(self), "", dtype=object)
         return self.pod_class
+
+    def roles(self) -> np.ndarray:
+        """Each row's pod_type (P/D role), "" where it has none."""
+        if self.pod_type is None:
+            return np.full(len(self), "", dtype=object)
+        return self.pod_type
 
     def subset(self, keep: np.ndarray) -> StoreRows:
         """The rows where `keep` (a boolean mask) is true, every column alike."""
@@ -159,7 +169,8 @@ def _has_class(conn: Connection) -> bool:
 def _columns(
     conn: Connection, hours: float, max_rows: int, pool: str | None
 ) -> list[tuple[object, ...]]:
-    """The rows' COLUMNS, then their pod_class ("" in a store without the column)."""
+    """The rows' COLUMNS, then their pod_class ("" in a store without the column) and
+    pod_type."""
     c = samples.c
     in_pool = [] if pool is None else [c.pool == pool]
     newest = conn.execute(select(func.max(c.timestamp)).where(*in_pool)).scalar()
@@ -170,7 +181,7 @@ def _columns(
         cutoff = cutoff.replace(tzinfo=None)
     label = c[CLASS_COLUMN] if _has_class(conn) else literal("")
     stmt = (
-        select(*(c[name] for name in COLUMNS), label)
+        select(*(c[name] for name in COLUMNS), label, c[ROLE_COLUMN])
         .where(c.timestamp >= cutoff, *in_pool)
         .order_by(c.id.desc())
         .limit(max_rows)
@@ -180,10 +191,11 @@ def _columns(
 
 def _arrays(rows: list[tuple[object, ...]]) -> StoreRows:
     times = np.array([_aware(r[0]).timestamp() for r in rows], dtype=np.float64)  # type: ignore[arg-type]
-    numeric = np.array([r[1:-1] for r in rows], dtype=np.float64).reshape(
+    numeric = np.array([r[1:-2] for r in rows], dtype=np.float64).reshape(
         len(rows), len(COLUMNS) - 1
     )
-    labels = np.array([str(r[-1] or "") for r in rows], dtype=object)
+    labels = np.array([str(r[-2] or "") for r in rows], dtype=object)
+    roles = np.array([str(r[-1] or "") for r in rows], dtype=object)
     order = np.argsort(times, kind="stable")
     col = {name: numeric[order, i] for i, name in enumerate(COLUMNS[1:])}
     return StoreRows(
@@ -198,6 +210,7 @@ def _arrays(rows: list[tuple[object, ...]]) -> StoreRows:
         ttft_ms=col["actual_ttft_ms"],
         tpot_ms=col["actual_tpot_ms"],
         pod_class=labels[order] if any(labels) else None,
+        pod_type=roles[order] if any(roles) else None,
     )
 
 

@@ -8,7 +8,9 @@ first of them also records the training rows that warm the shared predictor
 decision regret is measured (its look-aheads would double the time). A run stops DRAIN_S
 simulated seconds after its last arrival: requests still in flight then are unfinished
 (an SLO miss). Figures count the requests that arrived after the plan's warm-up. The pods
-may be of several hardware classes (advisor.classes: the Runner's pool, one per pod).
+may be of several hardware classes (advisor.classes: the Runner's pool, one per pod), and
+have prefill and decode roles (advisor.roles: the Runner's `pd`); a P/D run also keeps
+each role's figures (poolsim.metrics_pd) over the same scored requests.
 """
 
 from __future__ import annotations
@@ -24,21 +26,37 @@ from advisor.workload import Plan
 from poolsim.engine import Engine, RunResult
 from poolsim.hardware import Hardware
 from poolsim.metrics import summarize
+from poolsim.metrics_pd import by_role
 from poolsim.policies import make_policy
 from poolsim.policy_api import Policy, PolicyOptions
 from poolsim.request import Request
+from poolsim.roles import DEFAULT_PD_THRESHOLD, PdConfig
 
 PREDICTOR_POLICIES = ("predicted-latency", "latency-first")
 BASELINES = ("heuristic", "token-load", "round-robin")
 DEFAULT_POLICIES = (*BASELINES, *PREDICTOR_POLICIES, "oracle")
-# a baseline too when run: advise adds it for a pool mixing hardware classes (advisor.classes)
-VERDICT_BASELINES = (*BASELINES, "token-load-per-class")
+# baselines too when run: advise adds token-load-per-class for a pool mixing hardware
+# classes (advisor.classes), pd-heuristic for a prefill/decode pool (advisor.roles)
+VERDICT_BASELINES = (*BASELINES, "token-load-per-class", "pd-heuristic")
 DRAIN_S = 60.0
 MIN_WARM_ROWS = 20  # the trainer's first model (a running p90) needs 10 per target
 
 
 def is_predictor(name: str) -> bool:
     return name.startswith(PREDICTOR_POLICIES)
+
+
+@dataclass(frozen=True)
+class RoleFigures:
+    """One P/D role's figures in one seed (poolsim.metrics_pd.by_role)."""
+
+    role: str
+    pods: int
+    requests: int  # scored requests through its pods
+    share: float
+    ttft_p90_ms: float | None
+    tpot_p90_ms: float | None  # None for prefill: it streams no tokens
+    slo_attainment: float | None
 
 
 @dataclass(frozen=True)
@@ -51,6 +69,7 @@ class SeedFigures:
     tpot_p90_ms: float | None
     slo_attainment: float | None  # None without SLOs
     wall_s: float
+    by_role: tuple[RoleFigures, ...] = ()  # a P/D pool's roles, prefill first
 
 
 @dataclass(frozen=True)
@@ -90,8 +109,28 @@ def scored_figures(
         tpot_p90_ms=m["tpot_ms"]["p90"],
         slo_attainment=m["slo_attainment"],
         wall_s=result.wall_s,
+        by_role=_roles(kept),
     )
     return figures, [c.ttft_ms for c in kept.completions]
+
+
+def _roles(kept: RunResult) -> tuple[RoleFigures, ...]:
+    if kept.pd is None:
+        return ()
+    scored = {c.request.id for c in kept.completions} | {r.id for r in kept.unfinished}
+    kept = replace(kept, pd_routes={k: v for k, v in kept.pd_routes.items() if k in scored})
+    return tuple(
+        RoleFigures(
+            role=role,
+            pods=f["pods"],
+            requests=f["requests"],
+            share=f["share"],
+            ttft_p90_ms=f["ttft_ms"],
+            tpot_p90_ms=f["tpot_ms"],
+            slo_attainment=f["slo_attainment"],
+        )
+        for role, f in by_role(kept).items()
+    )
 
 
 @dataclass
@@ -103,6 +142,7 @@ class Runner:
     pool: Sequence[Hardware]  # plan.sim_pods of them
     progress: Progress
     shared: SharedPredictor | None = None
+    pd: PdConfig | None = None  # a P/D pool's roles, one per pod of `pool`
 
     def run(self, policy: Policy, requests: Sequence[Request], label: str) -> RunResult:
         last = max((r.arrival_s for r in requests), default=0.0)
@@ -116,15 +156,17 @@ class Runner:
             drain_limit_s=last + DRAIN_S,
             progress=bar,
             regret=False,
+            pd=self.pd,
         )
         result = asyncio.run(engine.run())
         self.progress.finished(label, bar, min(result.sim_end_s, last), result.wall_s)
         return result
 
     def options(self, name: str, seed: int) -> PolicyOptions:
+        threshold = self.pd.threshold if self.pd is not None else DEFAULT_PD_THRESHOLD
         if is_predictor(name) and self.shared is not None:
-            return self.shared.options(seed, self.plan.speedup)
-        return PolicyOptions(seed=seed, speedup=self.plan.speedup)
+            return replace(self.shared.options(seed, self.plan.speedup), pd_threshold=threshold)
+        return PolicyOptions(seed=seed, speedup=self.plan.speedup, pd_threshold=threshold)
 
 
 def _policy_runs(

@@ -2,8 +2,9 @@
 
 - `not-enough-data`: fewer than MIN_ROWS rows or under MIN_MINUTES of traffic (decided
   before anything is simulated; the reason names what is missing).
-- TTFT p90: the baseline (heuristic, token-load, round-robin, and token-load-per-class
-  when it ran: a pool mixing hardware classes) with the lowest mean over the seeds against
+- TTFT p90: the baseline (heuristic, token-load, round-robin, and when they ran
+  token-load-per-class, on a pool mixing hardware classes, and pd-heuristic, on a
+  prefill/decode pool) with the lowest mean over the seeds against
   the predictor policy (predicted-latency, latency-first) with the lowest. A win when the
   predictor's mean is lower by more than the seeds' spread (the wider of the two
   policies' max - min) and by at least MIN_TTFT_GAIN (5 %).

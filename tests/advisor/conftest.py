@@ -48,6 +48,20 @@ def mixed_store(tmp_path_factory: pytest.TempPathFactory) -> str:
     return url
 
 
+PD_ROLES = ("prefill", "decode", "decode", "decode")  # the P/D pool the role tests' rows come from
+
+
+@pytest.fixture(scope="module")
+def pd_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """1,200+ rows over 12 minutes from a P/D pool of 1 prefill and 3 decode pods under
+    pd-heuristic, each row naming its pod's role (pod_type), stored through a real trainer."""
+    folder = tmp_path_factory.mktemp("advise-pd")
+    url = f"sqlite:///{folder / 'pd.db'}"
+    rows = simulated_rows(640, 12.0, policy="pd-heuristic", roles=PD_ROLES)
+    fill_through_trainer(url, rows, folder)
+    return url
+
+
 @pytest.fixture(scope="module")
 def postgres_stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stores]:
     if SKIP_PG:

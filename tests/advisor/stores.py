@@ -19,6 +19,7 @@ from advisor.rows import StoreRows
 from poolsim.engine import Engine
 from poolsim.hardware import B200, H200, Hardware
 from poolsim.policies import make_policy
+from poolsim.roles import PdConfig
 from poolsim.workloads import generate
 
 START = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -31,16 +32,18 @@ def simulated_rows(
     pods: int = 2,
     hardware: Sequence[Hardware] = (),
     policy: str = "heuristic",
+    roles: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """Training rows of about `requests` chat requests served by `policy` on `pods`
     simulated pods (of the classes `hardware` lists, one per pod; h200 by default; a mixed
-    pool's rows carry pod_class), their arrivals stretched over `minutes` (RFC 3339
-    timestamps)."""
-    pool = list(hardware) or [H200] * pods
+    pool's rows carry pod_class; with `roles`, one per pod, a prefill/decode pool's rows
+    carry pod_type), their arrivals stretched over `minutes` (RFC 3339 timestamps)."""
+    pool = list(hardware) or [H200] * (len(roles) or pods)
     duration = requests / (8.0 * len(pool))  # chat: 8 requests/s per pod
     recording = Recording(make_policy(policy, 0))
     requests_ = generate("chat", len(pool), duration, 0)
-    asyncio.run(Engine(requests_, len(pool), pool, recording, regret=False).run())
+    pd = PdConfig(tuple(roles)) if roles else None
+    asyncio.run(Engine(requests_, len(pool), pool, recording, regret=False, pd=pd).run())
     stretch = minutes * 60.0 / duration
     return [
         {**row, "timestamp": (START + timedelta(seconds=t * stretch)).isoformat()}
@@ -77,4 +80,5 @@ def as_store_rows(rows: Sequence[dict[str, Any]]) -> StoreRows:
         ttft_ms=column("actual_ttft_ms"),
         tpot_ms=column("actual_tpot_ms"),
         pod_class=np.array([str(row.get("pod_class", "")) for row in rows], dtype=object),
+        pod_type=np.array([str(row.get("pod_type", "")) for row in rows], dtype=object),
     )
