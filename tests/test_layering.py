@@ -23,7 +23,7 @@ LAYERS: dict[str, list[tuple[str, ...]]] = {
     "training_server": [
         # the store and what the servers keep in memory beside it
         ("tables", "db", "migrate", "sample_counts", "retrain_record", "store"),
-        ("leadership", "metrics", "prediction_fleet"),
+        ("leadership", "pool_leases", "bundle_share", "metrics", "prediction_fleet"),
         ("legacy", "legacy.*"),  # llm-d's joblib files
         ("retrain", "retrain.*"),  # the retrain loop, by its steps
         ("pools",),  # the one table of pools, each with its retrainer
