@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from shared.archive import import_bundle
+from shared.archive import archive_version, import_bundle
 from shared.artifact import read_current_version, replace_file
 from shared.model_source import MIRROR_MARKER
 
@@ -29,12 +29,24 @@ def _locked(model_dir: Path) -> Iterator[None]:
         yield
 
 
+def goes_back(version: str | None, local: str | None) -> bool:
+    """`version` sorts before the one mirrored here. Behind a Service of several training
+    replicas, one that has not caught up with a pool's newest bundle (a second, with the
+    bundles shared through the store) answers the one before: a mirror must not return to
+    it. Versions are publication times, and a retrain always publishes one that sorts
+    after the last (training_server.retrain.publish), so only an import of an older bundle
+    on the trainer goes back, and mirrors follow the next retrain instead."""
+    return version is not None and local is not None and version < local
+
+
 def import_mirrored(model_dir: Path, archive: bytes, version: str, source: str) -> bool:
     """Publish `archive` (the trainer's `version`) locally unless another worker already
-    did; True when this call published it. Raises BundleError for a bundle that fails
-    verification. `source`: the trainer's URL, kept in the marker for whoever looks."""
+    did, or it is older than the bundle mirrored here (goes_back); True when this call
+    published it. Raises BundleError for a bundle that fails verification. `source`: the
+    trainer's URL, kept in the marker for whoever looks."""
     with _locked(model_dir):
-        if read_current_version(model_dir) == version:
+        local = read_current_version(model_dir)
+        if local == version or goes_back(archive_version(archive) or version, local):
             return False
         if not (model_dir / MIRROR_MARKER).is_file():
             replace_file(model_dir / MIRROR_MARKER, f"{source}\n".encode())

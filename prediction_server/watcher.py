@@ -30,7 +30,7 @@ import httpx
 
 from prediction_server.fleet_report import FleetReporter
 from prediction_server.metrics import PredictionMetrics
-from prediction_server.mirror import import_mirrored
+from prediction_server.mirror import goes_back, import_mirrored
 from shared.artifact import (
     FORMAT_VERSION,
     BundleError,
@@ -38,7 +38,7 @@ from shared.artifact import (
     read_current_version,
     replace_file,
 )
-from shared.live_calibration import LIVE_CALIBRATION, LiveCalibrationReader
+from shared.live_calibration import LIVE_CALIBRATION, LiveCalibration, LiveCalibrationReader
 from shared.predictor import LoadedBundle, load_bundle
 from shared.settings import ModelType, PredictionSettings
 from shared.slot import BundleSlot
@@ -179,6 +179,8 @@ class ModelWatcher:
                 local = await self._off_path(read_current_version, self.settings.model_dir)
                 if not remote or remote == local or remote in self.refused:
                     return False
+                if goes_back(remote, local):  # a replica that has not caught up yet
+                    return False
                 archive = (await client.get("/model/export")).raise_for_status().content
                 return await self._off_path(
                     import_mirrored, self.settings.model_dir, archive, remote, str(client.base_url)
@@ -201,7 +203,7 @@ class ModelWatcher:
             return
         data = reply.raise_for_status().content
         local = await self._off_path(lambda: path.read_bytes() if path.is_file() else None)
-        if data != local:
+        if data != local and not _older_calibration(data, local):
             await self._off_path(replace_file, path, data)
 
     async def run(self) -> None:
@@ -219,3 +221,16 @@ class ModelWatcher:
                         "model watch step failed; still serving %s", self.slot.serving.version
                     )
                 await asyncio.sleep(self.settings.model_sync_interval_sec)
+
+
+def _older_calibration(data: bytes, local: bytes | None) -> bool:
+    """The trainer's file was written before ours (a replica behind the others): keep
+    ours. Unreadable either way: not older (the reader judges the file)."""
+    if local is None:
+        return False
+    try:
+        theirs = LiveCalibration.model_validate_json(data).updated_at
+        ours = LiveCalibration.model_validate_json(local).updated_at
+    except ValueError:
+        return False
+    return theirs < ours

@@ -54,6 +54,20 @@ def pack_files(paths: Sequence[Path], metadata: dict[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
+def archive_version(archive: bytes) -> str | None:
+    """The version an archive's manifest names, read without unpacking the rest; None when
+    it has no readable manifest (import_bundle then says why it refuses it)."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+            member = tar.getmember(MANIFEST)
+            source = tar.extractfile(member)
+            data = source.read() if source is not None else b""
+        version = json.loads(data).get("version")
+    except (tarfile.TarError, KeyError, OSError, EOFError, zlib.error, ValueError, AttributeError):
+        return None
+    return version if isinstance(version, str) else None
+
+
 def import_bundle(model_dir: Path, archive: bytes, *, keep: int = 5) -> str:
     """Verify and publish the bundle in `archive`; returns its version. Raises BundleError."""
     versions = model_dir / VERSIONS_DIR
