@@ -13,7 +13,9 @@ served by the same bundle format and prediction path:
   leaf's p90 rests on at least 5 rows above it (with 20, a leaf fitted a burst of 8 stalled
   requests, sharegpt rows 536-543, and over-predicted the next ~500), and 20 TPOT rows
   (TPOT has no such outliers; 50 cost the chatbot trace 5-13 % online).
-Trees compete only from LATENCY_MIN_SAMPLES_FOR_RETRAIN rows.
+Trees compete only from LATENCY_MIN_SAMPLES_FOR_RETRAIN rows, the sharp variant only from
+SHARP_FROM_ROWS: each candidate costs a retrain one fit per fold, and many pools share one
+core (retrain.loop).
 """
 
 from __future__ import annotations
@@ -52,6 +54,13 @@ P90 = Candidate("p90", TargetSpace.LOG_MS, n_estimators=0)
 P90_PER_QUEUED = Candidate("p90_per_queued", TargetSpace.LOG_MS_PER_QUEUED, n_estimators=0)
 SHARP_LEARNING_RATE = 0.3
 SHARP_MIN_ROWS_PER_LEAF = {Target.TTFT: 50, Target.TPOT: 20}
+# Below this many rows the sharp variant does not compete. On the replays (3 seeds of each
+# trace, every retrain's out-of-fold losses) it won TTFT only from 822 rows, and TPOT in 5
+# of 18 choices below 500 rows (~70 chatbot rows, ~350 sharegpt), where the replays score
+# better without it: TPOT's ratio to the naive p90 1.00 -> 0.96 (chatbot), 0.95 -> 0.94
+# (sharegpt), TTFT the same. Offered only from 1,200 rows it cost sharegpt TTFT (ratio in
+# the 2nd half 0.50 -> 0.69).
+SHARP_FROM_ROWS = 500
 
 
 def candidates(
@@ -65,6 +74,8 @@ def candidates(
         return constants if select else [constants[-1]]
     if not select:
         return [trees]
+    if rows < SHARP_FROM_ROWS:
+        return [*constants, trees]
     sharp = Candidate(
         f"{trees.name}_sharp",
         space_for(target),

@@ -21,12 +21,11 @@ import numpy as np
 
 from shared.features import Columns
 
-# K: each fold model sees 80 % of the rows.
-FOLDS = 5
-# From this many rows 3 folds (each fold model still fits 3,300+ rows): 2 fewer fits per
-# tree candidate keep a retrain at 200k stored rows within its budget (benchmarks/README.md).
-FEWER_FOLDS_FROM_ROWS = 5_000
-FEWER_FOLDS = 3
+# K: each fold model sees two thirds of the rows. 3 folds, not 5, at every size: 2 fewer fits
+# per tree candidate keep a retrain at 200k stored rows within its budget, and many pools
+# on one core within their interval; below 5,000 rows 5 folds chose and calibrated no
+# better on the replays (benchmarks/README.md, bench_pools_loop.py).
+FOLDS = 3
 # With fewer scores the conformal quantile is one of the few largest: an outlier's factor
 # (3 slow first requests among 44 rows made a 1.7x TPOT factor in a replay, the p90 itself
 # is already a quantile of those rows). The live calibration corrects until then.
@@ -39,11 +38,9 @@ _EPS_MS = 1e-3
 FitPredict = Callable[[Columns, np.ndarray, Columns], np.ndarray]
 
 
-def fold_ids(n: int, folds: int | None = None) -> np.ndarray:
+def fold_ids(n: int, folds: int = FOLDS) -> np.ndarray:
     """Fold of each row: rows dealt in turn, so every fold spans the whole time range (the
     fold models interpolate as the served model does between its own rows)."""
-    if folds is None:
-        folds = FEWER_FOLDS if n >= FEWER_FOLDS_FROM_ROWS else FOLDS
     return np.arange(n) % max(1, min(folds, n))
 
 

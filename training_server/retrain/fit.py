@@ -21,7 +21,7 @@ from shared.tree_eval import CompiledTrees
 # From this many rows a target is answered by their quantile instead of the prior.
 MIN_ROWS_FOR_A_QUANTILE = 10
 # A fit gets one thread per this many rows (up to the configured threads): a second thread
-# gains nothing on small fits, which are most of them now (5 per candidate per retrain;
+# gains nothing on small fits, which are most of them now (3 per candidate per retrain;
 # measured on TTFT rows: 1,500 and 8,000 rows 0.07 / 0.12-0.14 s with 1 or 2 threads,
 # 40,000 rows 0.34 -> 0.28 s), and leaves the other core to the servers.
 MIN_ROWS_PER_EXTRA_THREAD = 20_000

@@ -5,8 +5,8 @@ The winner of retrain.select is refitted on the whole window and served with its
 The held-out rows (never fitted, never used to choose) score what the prediction servers
 will answer (retrain.scoring).
 
-The choice is most of a retrain's cost (about 39 fits of 1,000 rows, against one for the
-refit). When the retrain loop runs behind its interval (many pools on one core,
+The choice is most of a retrain's cost (3-7 tree fits per target, retrain.select, against
+one for the refit). When the retrain loop runs behind its interval (many pools on one core,
 retrain.loop) a retrain may keep the target's last choice (KeptChoice): the same
 candidate, refitted on the new rows, served with the factor chosen with it; so a pool that
 is waiting for its turn gets a fresh model at a fraction of the cost. The choice is made

@@ -1,10 +1,12 @@
 """A retrain behind its interval keeps each target's last model choice: the same candidate,
 refitted on the new rows with the factor it was chosen with (retrain.target.KeptChoice),
-and the retrain loop asks for it only when a pool's tick comes late (retrain.loop)."""
+and the retrain loop asks for it when a pool's tick comes late or the loop is busy
+(retrain.loop)."""
 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +14,7 @@ from shared.targets import TARGETS
 from tests.polling import eventually
 from tests.training_server.retrain.test_retrainer import add, make
 from training_server.retrain.live_calibration import LiveCalibrator
-from training_server.retrain.loop import BUSY_SHARE, PoolsLoop
+from training_server.retrain.loop import BUSY_SHARE, LATE_SHARE, PoolsLoop, keeps_choice
 from training_server.retrain.retrainer import Retrainer
 from training_server.retrain.target import KEEP_ROWS_RATIO
 from training_server.store import SampleStore
@@ -80,3 +82,50 @@ def test_the_loop_counts_its_busy_share_and_a_busy_tick_keeps_the_choice(
     (late, _first) = store.list_retrains()
     assert late.model_candidates == {t.value: {} for t in TARGETS}
     assert 0 < BUSY_SHARE < 1
+
+
+def test_a_pool_chooses_only_on_time_with_the_loop_idle_and_no_pool_delayed() -> None:
+    interval = 10.0
+    on_time, late = LATE_SHARE * interval / 2, LATE_SHARE * interval * 2
+    idle, busy = BUSY_SHARE / 2, (1 + BUSY_SHARE) / 2
+    ends_before, delays_the_next = -1.0, late
+    assert not keeps_choice(on_time, idle, interval, ends_before)
+    assert not keeps_choice(on_time, idle, interval, on_time)  # within the tolerance
+    assert keeps_choice(on_time, busy, interval, ends_before)  # choose in spare time only
+    assert keeps_choice(late, idle, interval, ends_before)  # catch up first
+    assert keeps_choice(on_time, idle, interval, delays_the_next)  # would make a queue
+    assert keeps_choice(late, busy, interval, delays_the_next)
+
+
+def test_a_late_tick_keeps_the_choice_even_when_the_loop_is_idle(
+    tmp_path: Path, store: SampleStore, migrated_url: str
+) -> None:
+    interval = 0.01
+    retrainer, _, metrics = make(
+        tmp_path, store, migrated_url, early_retrains=False, retraining_interval_sec=interval
+    )
+    calibrator = LiveCalibrator(
+        retrainer.settings, store, metrics, retrainer.slot, lambda: retrainer.is_leader
+    )
+    pool = OnePool("default", retrainer, calibrator)
+    loop = PoolsLoop(
+        lambda: [pool], retrainer.leadership, calibration_interval_sec=60, wake=threading.Event()
+    )
+    add(store, 400, seed=6)
+    loop.run_due()  # the first tick elects
+    eventually(lambda: loop.run_due() >= 0 and len(store.list_retrains()) == 1, 10.0, "a retrain")
+    # A pool alone is never behind for the loop's busy time: that time is its own.
+    assert loop.busy_share(3600.0) > 0.0
+    assert loop.busy_share(3600.0, excluding="default") == 0.0
+    add(store, 40, seed=7)
+    # Idle for 50 intervals: the tick is late by at least that, the loop's last interval idle.
+    time.sleep(50 * interval)
+    assert loop.busy_share(interval) == 0.0
+    loop.run_due()
+    (late, first) = store.list_retrains()
+    assert first.model_candidates and all(first.model_candidates.values())  # chosen
+    assert late.model_candidates == {t.value: {} for t in TARGETS}  # kept
+    # The loop remembers how long the choice took (what it expects the next one to take).
+    assert loop.last_choice_seconds("default") == first.duration_s
+    assert loop.last_choice_seconds("other") is None
+    assert loop.overrun("default", time.monotonic()) == 0.0  # no other pool to delay

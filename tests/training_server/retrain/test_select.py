@@ -15,7 +15,7 @@ from shared.features import Columns, columns_from_dicts
 from shared.settings import Calibration, ModelType, TrainingSettings
 from shared.target_space import TargetSpace
 from shared.targets import Target
-from training_server.retrain.candidates import P90, P90_PER_QUEUED, candidates
+from training_server.retrain.candidates import P90, P90_PER_QUEUED, SHARP_FROM_ROWS, candidates
 from training_server.retrain.scoring import served_ms
 from training_server.retrain.target import train_target
 
@@ -76,6 +76,20 @@ def test_below_the_minimum_only_the_running_p90_competes() -> None:
     assert set(fit.candidates) == {P90.name}
     assert fit.choice == P90.name and fit.space is TargetSpace.LOG_MS
     assert train_target(s, Target.TPOT, rows_of(Target.TPOT, 9, 5), empty()).model is None
+
+
+@pytest.mark.parametrize("target", list(Target))
+def test_the_sharp_trees_compete_only_from_their_minimum_rows(target: Target) -> None:
+    """Below SHARP_FROM_ROWS a retrain fits one tree candidate, from there two."""
+    s, below = settings(), SHARP_FROM_ROWS - 1
+    few = train_target(s, target, rows_of(target, below, 12), empty())
+    many = train_target(s, target, rows_of(target, SHARP_FROM_ROWS, 12), empty())
+    assert [name for name in few.candidates if name.startswith("trees_")] == ["trees_40x4"]
+    assert [name for name in many.candidates if name.startswith("trees_")] == [
+        "trees_40x4",
+        "trees_40x4_sharp",
+    ]
+    assert set(few.candidates) == {c.name for c in candidates(target, s, below)}
 
 
 def test_without_selection_the_configured_trees_serve() -> None:
