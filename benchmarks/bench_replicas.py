@@ -10,14 +10,16 @@ Starts `--replicas` training servers (processes, `python -m training_server`) on
 schema of the PostgreSQL at 127.0.0.1:5432 (LATENCY_TEST_PG_URL overrides), fills `--pools`
 pools with `--rows` rows each through them, then every `--interval` seconds sends each pool
 `--new-rows` rows (spread over the live replicas). After `--steady` seconds it SIGKILLs
-the first replica and goes on for `--after` seconds with the survivors. One prediction
+the first replica and goes on for `--after` seconds with the survivors (`--replicas 1`:
+no kill, the steady part alone). One prediction
 server serves every pool: `--layout shared` reads the replicas' shared model directory (a
 ReadWriteMany volume); `--layout store` gives each replica a directory of its own, shares
 bundles through the store (LATENCY_SHARE_BUNDLES_IN_STORE) and has the prediction server
 mirror from a stand-in for a Kubernetes Service in front of the replicas
 (devkit.service_proxy, MODEL_SYNC_INTERVAL_SEC=`--sync`: llm-d's chart layout). Prints:
 - the pools each replica held (the leases) before the kill, and the split against even;
-- per pool, the gaps between its successive retrains in the steady part (p50 / p90 / max);
+- the first pass: how long until every pool had its first model;
+- per pool, the gaps between its successive retrains from then on (p50 / p90 / max);
 - after the kill: how long until every pool the dead replica held was retrained by another
   (the slowest pool), and the retrain gaps of the survivors;
 - rows acknowledged (202) against rows stored: none may be lost;
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import os
 import statistics
 import tempfile
@@ -194,7 +197,8 @@ def run(
         victim_pools: set[str] = set()
         split: dict[str, int] = {}
         end = time.monotonic() + args.steady + args.after
-        kill_at = time.monotonic() + args.steady
+        # one replica: nothing to take over, the steady part alone
+        kill_at = time.monotonic() + args.steady if len(servers) > 1 else math.inf
         tick = 0
         while time.monotonic() < end:  # bounded by --steady + --after
             tick += 1
@@ -247,7 +251,16 @@ def report(
             f"{o}: {n} ({n / even - 1:+.0%} against even)" for o, n in sorted(split.items())
         )
     )
-    steady_from = started
+    # steady once every pool has its first model: the first pass chooses every pool's
+    firsts: dict[str, datetime] = {}
+    for pool, when, _, _ in rows:
+        firsts.setdefault(pool, when)
+    steady_from = max((firsts[p] for p in names if p in firsts), default=started)
+    unserved = [p for p in names if p not in firsts]
+    say(
+        f"first pass: every pool's first model {(steady_from - started).total_seconds():.1f} s "
+        f"after the rows were in" + (f" ({len(unserved)} pools never)" if unserved else "")
+    )
     say(f"steady retrain gaps: {figures(gaps(rows, steady_from, killed_at or db_now(engine)))}")
     if killed_at is not None:
         taken = {}
@@ -345,8 +358,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--watched", type=int, default=10)
     parser.add_argument("--sync", type=float, default=1.0)
     args = parser.parse_args()
-    if not 1 <= args.pools <= MAX_POOLS or args.replicas < 2:
-        parser.error(f"--pools 1..{MAX_POOLS}, --replicas at least 2")
+    if not 1 <= args.pools <= MAX_POOLS or args.replicas < 1:
+        parser.error(f"--pools 1..{MAX_POOLS}, --replicas at least 1 (2 for the SIGKILL)")
     return args
 
 
