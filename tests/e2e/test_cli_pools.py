@@ -122,13 +122,15 @@ def test_pools_lists_both_pools(pools: Pools) -> None:
     done = cli("pools", "--training-url", trainer.url)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    header = "pool model version training samples last retrain (UTC) failures"
+    header = "pool model version training samples last retrain (UTC) failures owner"
     assert " ".join(lines[0].split()) == header
     rows = {line.split()[0]: line.split() for line in lines[1:3]}
+    owners = {p["name"]: p["owner"] for p in listing["pools"]}
     for pool in ("default", POOL):
-        name, version, count, day, _clock, failures = rows[pool]
+        name, version, count, day, _clock, failures, owner = rows[pool]
         assert (name, version, count, failures) == (pool, versions[pool], str(samples[pool]), "0")
         assert day[:2] == "20"  # a date: the retrain the fixture ran
+        assert owner == owners[pool] and ":" in owner  # the replica that retrained it, host:pid
     assert lines[-1] == f"2 pools of at most {listing['max_pools']}"
     as_json = json.loads(cli("pools", "--url", trainer.url, "--json").stdout)
     assert as_json == httpx.get(f"{trainer.url}/pools", timeout=10).json()
