@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from poolsim.roles import PdConfig
 from poolsim.workloads import generate
 from shared.artifact import CURRENT_POINTER, MANIFEST, VERSIONS_DIR
 from tests.latency_client.cluster import running_cluster
+from tests.polling import eventually
 
 ROLES = ("prefill", "decode", "decode")
 
@@ -94,15 +94,17 @@ def test_the_trained_bundles_take_pod_type_as_a_feature(tmp_path: Path) -> None:
 
 def trained_manifest(models: Path) -> dict[str, Any]:
     """The published bundle's manifest once a trained one is out (the trainer retrains
-    every second; bounded: 120 looks, 0.25 s apart)."""
-    for _ in range(120):
+    every second)."""
+
+    def trained() -> dict[str, Any] | None:
         current = models / CURRENT_POINTER
-        if current.is_file():
-            version = current.read_text().strip()
-            manifest: dict[str, Any] = json.loads(
-                (models / VERSIONS_DIR / version / MANIFEST).read_text()
-            )
-            if manifest["targets"]["ttft"]["file"] is not None:
-                return manifest
-        time.sleep(0.25)
-    raise AssertionError("no trained bundle was published")
+        if not current.is_file():
+            return None
+        version = current.read_text().strip()
+        manifest: dict[str, Any] = json.loads(
+            (models / VERSIONS_DIR / version / MANIFEST).read_text()
+        )
+        return manifest if manifest["targets"]["ttft"]["file"] is not None else None
+
+    found: dict[str, Any] = eventually(trained, 30, "a trained bundle published")
+    return found

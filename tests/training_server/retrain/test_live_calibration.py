@@ -94,8 +94,9 @@ def test_rows_are_scored_against_a_trained_model_with_or_without_a_served_p90(
     tick(client)
     for entry in published_of(client).targets.values():
         assert entry.rows > 0 and entry.recent_coverage is None
-        # a shift followed (the bundle also learnt the 100 slow rows: less than 4x)
-        assert entry.log_offset > 0.25
+        # a shift followed: the steps alone move it by at most 0.1 here (the bundle also
+        # learnt the 100 slow rows, so it needs less than 4x: 0.24-0.3 by the model chosen)
+        assert entry.log_offset > 0.15
 
 
 def test_off_removes_a_stale_file_and_never_publishes(open_client: OpenClient) -> None:
