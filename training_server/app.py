@@ -19,6 +19,7 @@ from shared.web.pool_metrics import PoolSeries
 from shared.web.pool_prefix import PoolPrefix
 from shared.web.predict_metrics import PredictMetrics
 from training_server import migrate
+from training_server.bundle_share import SharePuller
 from training_server.db import make_engine
 from training_server.leadership import make_leadership, replica_id
 from training_server.metrics import TrainingMetrics
@@ -63,11 +64,18 @@ def _lifespan(
             calibration_interval_sec=settings.calibration_interval_sec,
             wake=pools.added,
         )
+        puller = None
         if start_loop:
             loop.start()
+            if settings.share_bundles_in_store:  # followers import the owners' bundles
+                runtimes = pools.runtimes
+                interval = settings.calibration_interval_sec
+                puller = SharePuller(lambda: [r.calibrator for r in runtimes()], interval).start()
         try:
             yield
         finally:
+            if puller is not None:
+                puller.stop()
             loop.stop()
             engine.dispose()
 

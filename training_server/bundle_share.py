@@ -7,7 +7,9 @@ ReadWriteMany volume, `TRAINING_SERVER_URL`), any training replica may answer
 pool (training_server.pool_leases). So the owner writes each bundle it publishes (its
 export archive) and each live calibration file into the pool's row of `pool_bundles`,
 and every other replica, once a calibration interval (a second), imports a newer bundle
-into its own model directory, verified as any import, and copies the calibration file.
+into its own model directory, verified as any import, and copies the calibration file
+(SharePuller: a thread of its own, so a busy retrain loop neither delays the pulls nor
+waits for them).
 The store rather than a redirect to the owner: every replica can already reach the store,
 none needs another's address, and a replica answers from its own files as before.
 A bundle is a few hundred KB; one row per pool, replaced, so the table stays small.
@@ -16,9 +18,12 @@ A bundle is a few hundred KB; one row per pool, replaced, so the table stays sma
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 from sqlalchemy import Engine, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -123,3 +128,35 @@ class BundleShare:
             log.warning("pool %s: shared bundle %s refused", self.pool, version, exc_info=True)
             self._refused = version
             return None
+
+
+class Follower(Protocol):
+    def pull_shared(self) -> None:
+        """Import the pool's newest shared bundle and calibration file when this replica
+        does not retrain the pool (retrain.live_calibration.LiveCalibrator)."""
+
+
+class SharePuller:
+    """Every `interval` seconds, each pool's follower pulls from the store, in this thread."""
+
+    def __init__(self, followers: Callable[[], Sequence[Follower]], interval: float):
+        self.followers, self.interval = followers, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="share-puller", daemon=True)
+
+    def start(self) -> SharePuller:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            for follower in self.followers():
+                try:
+                    follower.pull_shared()
+                except Exception:  # one pool's hiccup must not stop the others' pulls
+                    log.exception("pulling a shared bundle failed; next interval again")

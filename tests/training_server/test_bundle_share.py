@@ -12,12 +12,17 @@ from fastapi.testclient import TestClient
 from devkit.synthetic import synthetic_rows
 from shared.live_calibration import LIVE_CALIBRATION
 from tests.apps import app_of
+from tests.polling import eventually
 from tests.training_server.conftest import OpenClient, ingest
-from training_server.bundle_share import BundleShare
+from training_server.bundle_share import BundleShare, SharePuller
 
 
 def calibrate(client: TestClient) -> None:
-    app_of(client).state.pools.default.calibrator.tick()
+    """One live calibration step, and one pull (bundle_share.SharePuller's, on a replica
+    that does not retrain the pool)."""
+    calibrator = app_of(client).state.pools.default.calibrator
+    calibrator.tick()
+    calibrator.pull_shared()
 
 
 def test_a_replica_without_the_directory_answers_with_the_newest_bundle(
@@ -64,3 +69,23 @@ def test_a_broken_shared_bundle_is_refused_once_and_the_served_one_kept(
     assert share.pull(None) is None  # refused, and not retried
     assert share.pull(None) is None
     assert not (other / "CURRENT").exists()
+
+
+class Counting:
+    def __init__(self, fail: bool = False):
+        self.pulls, self.fail = 0, fail
+
+    def pull_shared(self) -> None:
+        self.pulls += 1
+        if self.fail:
+            raise RuntimeError("a store hiccup")
+
+
+def test_the_puller_pulls_every_pool_in_its_own_thread_past_a_failing_one() -> None:
+    broken, fine = Counting(fail=True), Counting()
+    puller = SharePuller(lambda: [broken, fine], interval=0.05).start()
+    try:
+        eventually(lambda: fine.pulls >= 3, 10, "three pulls of the pool after a failing one")
+    finally:
+        puller.stop()
+    assert broken.pulls >= 3

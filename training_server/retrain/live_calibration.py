@@ -114,8 +114,6 @@ class LiveCalibrator:
     def tick(self) -> None:
         """Leader: score the new rows and publish. Follower: follow the leader's file."""
         with self._lock:
-            if self.share is not None and not self.is_leader():
-                self._pull_shared()
             if not self.enabled:
                 return
             if self.is_leader():
@@ -235,10 +233,12 @@ class LiveCalibrator:
             self._changed()
         return scored
 
-    def _pull_shared(self) -> None:
+    def pull_shared(self) -> None:
         """Follower without the leader's directory: serve the pool's newest bundle and
-        live calibration file from the store (imported into this replica's directory)."""
-        assert self.share is not None
+        live calibration file from the store (imported into this replica's directory);
+        nothing on the leader, or without sharing (bundle_share.SharePuller calls it)."""
+        if self.share is None or self.is_leader():
+            return
         served = self.slot.published
         bundle = self.share.pull(served.version if served else None)
         if bundle is not None:
