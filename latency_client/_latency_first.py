@@ -67,6 +67,23 @@ class LatencyFirstConfig:
     warmup_models: int = 1  # trained versions after the prior still counted as warm-up
 
 
+def check_candidates(
+    pods: Sequence[PodState], predictions: Sequence[Prediction | None] | None
+) -> None:
+    """The arguments every picker takes: some pods, and one prediction per pod if any."""
+    if not pods:
+        raise ValueError("no candidate pods")
+    if predictions is not None and len(predictions) != len(pods):
+        raise ValueError(f"{len(predictions)} predictions for {len(pods)} pods")
+
+
+def composite_pick(pods: Sequence[PodState], rng: random.Random) -> Pick:
+    """Predictor down: llm-d's composite score and its weighted-random pick."""
+    scores = composite_scores(pods)
+    index = weighted_pick(scores, rng)
+    return Pick(pods[index], index, None, scores[index], "composite")
+
+
 @dataclass(frozen=True, slots=True)
 class _Option:
     index: int
@@ -93,15 +110,10 @@ class LatencyFirstPicker:
         predictions: Sequence[Prediction | None] | None,
         rng: random.Random,
     ) -> Pick:
-        if not pods:
-            raise ValueError("no candidate pods")
-        if predictions is not None and len(predictions) != len(pods):
-            raise ValueError(f"{len(predictions)} predictions for {len(pods)} pods")
+        check_candidates(pods, predictions)
         options = self._options(request, pods, predictions)
         if not options:
-            scores = composite_scores(pods)
-            index = weighted_pick(scores, rng)
-            return self._chosen(Pick(pods[index], index, None, scores[index], "composite"))
+            return self._chosen(composite_pick(pods, rng))
         best_tier = min(o.tier for o in options)
         feasible = [o for o in options if o.tier == best_tier]
         chosen, rule = self._choose(feasible, pods)
@@ -121,13 +133,15 @@ class LatencyFirstPicker:
         for index, (pod, p) in enumerate(zip(pods, predictions, strict=True)):
             if p is None:
                 continue
-            if not self._learned(p.model_version):
+            if not self.learned(p.model_version):
                 out.append(_Option(index, pod, p, 0, float(pod.prefill_tokens_in_flight), False))
             else:
                 out.append(_Option(index, pod, p, self._tier(request, pod, p), p.ttft_ms, True))
         return out
 
-    def _learned(self, version: str) -> bool:
+    def learned(self, version: str) -> bool:
+        """Whether answers of model `version` are a measurement of this pool (rule 7); it
+        counts the trained versions seen, so ask it of each version as it answers."""
         if version in self.config.unlearned_versions:
             return False
         if len(self._versions) > self.config.warmup_models:

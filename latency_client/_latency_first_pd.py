@@ -28,10 +28,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from latency_client._headroom import buffered_tpot_slo
-from latency_client._latency_first import LatencyFirstConfig, LatencyFirstPicker
+from latency_client._latency_first import (
+    LatencyFirstConfig,
+    LatencyFirstPicker,
+    check_candidates,
+    composite_pick,
+)
 from latency_client._pd import DEFAULT_PD_THRESHOLD, pd_splits
 from latency_client._picker import Pick
-from latency_client._scoring import composite_scores, weighted_pick
 from latency_client._types import PodState, Prediction, RequestInfo
 
 
@@ -58,8 +62,9 @@ class PdLatencyFirstPicker:
 
     def __init__(self, config: PdLatencyFirstConfig | None = None) -> None:
         self.config = config or PdLatencyFirstConfig()
+        # the prefill profile's picker; its count of the versions seen is the decode
+        # profile's warm-up too (one pool, one predictor)
         self.prefill_picker = LatencyFirstPicker(self.config.picker)
-        self._versions = LatencyFirstPicker(self.config.picker)  # its warm-up bookkeeping
         self._picks = 0
         self._last_pick: dict[str, int] = {}  # decode pod name -> pick number
 
@@ -79,20 +84,15 @@ class PdLatencyFirstPicker:
         predictions: Sequence[Prediction | None] | None,
         rng: random.Random,
     ) -> Pick:
-        if not pods:
-            raise ValueError("no candidate pods")
-        if predictions is not None and len(predictions) != len(pods):
-            raise ValueError(f"{len(predictions)} predictions for {len(pods)} pods")
+        check_candidates(pods, predictions)
         known = [
             (i, pod, p)
             for i, (pod, p) in enumerate(zip(pods, predictions or [None] * len(pods), strict=True))
             if p is not None
         ]
         if not known:  # predictor down: llm-d's composite fallback
-            scores = composite_scores(pods)
-            index = weighted_pick(scores, rng)
-            return self._chosen(Pick(pods[index], index, None, scores[index], "composite"))
-        if not self._versions._learned(known[0][2].model_version):
+            return self._chosen(composite_pick(pods, rng))
+        if not self.prefill_picker.learned(known[0][2].model_version):
             fewest = min(pod.running_requests for _, pod, _ in known)
             idle = [(i, pod, p) for i, pod, p in known if pod.running_requests == fewest]
             i, pod, p = min(idle, key=lambda o: self._last(o[1]))
