@@ -1,6 +1,8 @@
 """FleetReporter: tells the training server which bundle this worker serves.
 
-Called by the model watcher once per model-sync interval (POST /prediction_servers/report).
+Called by the model watcher once per model-sync interval (POST /prediction_servers/report),
+or, for a pool fed by the trainer's listing, when its version changes and once per
+watcher.FULL_SYNC_INTERVALS.
 Best effort: a trainer that is down, slow or older than this server costs a counted,
 logged miss and a short timeout, never a request or a model swap.
 """
@@ -57,19 +59,21 @@ class FleetReporter:
         ) as client:
             yield cls(client, settings, metrics)
 
-    def body(self, bundle: LoadedBundle) -> PredictionServerReport:
+    def body(self, bundle: LoadedBundle, every_s: float | None = None) -> PredictionServerReport:
         return PredictionServerReport(
             id=self.id,
             model_version=bundle.version,
             loaded_at=None if bundle.is_prior else bundle.loaded_at,
             is_ready=True,  # this server answers from its first request on (the prior)
-            interval_s=self.settings.model_sync_interval_sec,
+            interval_s=every_s or self.settings.model_sync_interval_sec,
         )
 
-    async def report(self, bundle: LoadedBundle) -> bool:
-        """True when the trainer recorded the report."""
+    async def report(self, bundle: LoadedBundle, every_s: float | None = None) -> bool:
+        """True when the trainer recorded the report. `every_s`: how often this worker
+        reports (the trainer calls it stale after missing three); the sync interval when
+        not given."""
         try:
-            report = self.body(bundle).model_dump(mode="json")
+            report = self.body(bundle, every_s).model_dump(mode="json")
             (await self.client.post(REPORT_PATH, json=report)).raise_for_status()
         except httpx.HTTPError as exc:
             self.metrics.fleet_report_errors.inc()

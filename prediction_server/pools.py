@@ -6,9 +6,12 @@ from the same settings pointed at its model directory (<model_dir>/pools/<name>)
 the server knows the trainer, at the pool's trainer URL (<TRAINING_SERVER_URL>/pools/<name>),
 so its watcher mirrors and reports exactly as the default pool's does. Named pools are found
 on every sync interval: in the shared model directory, or from the trainer's GET /pools when
-bundles are mirrored. `resolve` is the one lookup the routes use: a pool not found yet is a
-vacant view answering from the cold-start prior, as a fresh server does (no watcher, and its
-calls counted under the default pool's series, so made-up names add none). At most
+bundles are mirrored. That listing also carries each pool's newest version and live
+calibration (`?calibration=true`), which feed the named pools' watchers (watcher.
+follow_listing): one request per interval for every pool, instead of a few per pool.
+`resolve` is the one lookup the routes use: a pool not found yet is a vacant view
+answering from the cold-start prior, as a fresh server does (no watcher, and its calls
+counted under the default pool's series, so made-up names add none). At most
 LATENCY_MAX_POOLS pools are served, the default counting.
 """
 
@@ -19,12 +22,14 @@ import contextlib
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 from prometheus_client import CollectorRegistry
 
 from prediction_server.metrics import PredictionMetrics
 from prediction_server.watcher import ModelWatcher, lower_priority
+from shared.live_calibration import LiveCalibration
 from shared.model_source import ModelSource
 from shared.pools import DEFAULT_POOL, POOL_NAME, pool_dirs, pool_model_dir, pool_url
 from shared.settings import PredictionSettings
@@ -32,6 +37,32 @@ from shared.slot import BundleSlot, prior_slot
 from shared.tokens import TokenAuth
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ListedPool:
+    """One pool as the trainer's GET /pools lists it. `listed`: the trainer gave its
+    version and live calibration (a trainer from before `?calibration=true` does not)."""
+
+    name: str
+    version: str | None = None
+    calibration: bytes | None = None  # the live calibration file's content; None: none
+    listed: bool = False
+
+
+def listed_pool(entry: dict[str, Any]) -> ListedPool:
+    name = str(entry["name"])
+    if "live_calibration" not in entry:
+        return ListedPool(name)
+    doc = entry["live_calibration"]
+    # Written as the trainer writes its own file, so that equal documents are equal bytes.
+    data = (
+        None
+        if doc is None
+        else LiveCalibration.model_validate(doc).model_dump_json(indent=2).encode()
+    )
+    version = entry.get("model_version")
+    return ListedPool(name, str(version) if version else None, data, True)
 
 
 @dataclass(frozen=True)
@@ -114,22 +145,19 @@ class ServedPools:
         if self._trainer is not None:
             await self._trainer.aclose()
 
-    async def _published_pools(self) -> list[str]:
+    async def _published_pools(self) -> list[ListedPool]:
         if self._trainer is None:
-            return list(pool_dirs(self.settings.model_dir))
-        reply = await self._trainer.get("/pools")
+            return [ListedPool(name) for name in pool_dirs(self.settings.model_dir)]
+        reply = await self._trainer.get("/pools", params={"calibration": "true"})
         if reply.status_code == 404:  # a trainer from before pools: its one pool is ours
             return []
-        listed = reply.raise_for_status().json()["pools"]
-        return [str(p["name"]) for p in listed]
+        return [listed_pool(p) for p in reply.raise_for_status().json()["pools"]]
 
     async def discover(self) -> list[str]:
-        """Start serving every pool published since the last look; returns their names."""
-        found = [
-            name
-            for name in await self._published_pools()
-            if POOL_NAME.fullmatch(name) and name not in self.pools
-        ]
+        """Start serving every pool published since the last look, and feed the served
+        pools' watchers what the trainer listed; returns the names of the new pools."""
+        listing = [p for p in await self._published_pools() if POOL_NAME.fullmatch(p.name)]
+        found = [p.name for p in listing if p.name not in self.pools]
         started = []
         for name in found:
             if len(self.pools) >= self.settings.max_pools:
@@ -141,7 +169,18 @@ class ServedPools:
                 break
             await self._serve(name)
             started.append(name)
+        await self._feed(listing)
         return started
+
+    async def _feed(self, listing: list[ListedPool]) -> None:
+        """Hand each served named pool's watcher its listed version and calibration, all
+        at once (one pool's slow sync must not hold up the others)."""
+        fed = []
+        for entry in listing:
+            served = self.pools.get(entry.name)
+            if entry.listed and served is not None and served.watcher is not None:
+                fed.append(served.watcher.follow_listing(entry.version, entry.calibration))
+        await asyncio.gather(*fed)
 
     async def _serve(self, name: str) -> None:
         settings = pool_settings(self.settings, name)

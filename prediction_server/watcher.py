@@ -11,6 +11,14 @@ time, prediction_server.mirror). With
 TRAINING_SERVER_URL it reports the version it serves after each poll (fleet_report).
 A refused bundle that needs a newer server (a rolling upgrade whose trainer went first,
 shared.artifact.NeedsNewerServer) is also kept as `needs_newer` for GET /status.
+
+A named pool mirrored from a trainer that lists every pool's version and live calibration
+(GET /pools?calibration=true, read once per interval by prediction_server.pools) is fed by
+that listing (`follow_listing`): its watcher writes the listed calibration and asks the
+pool's own routes only when the listed version is new, or once every FULL_SYNC_INTERVALS
+as a safety net, and reports its version when it changes or once per that period. Without
+it, 80 pools cost three requests each per interval (info, calibration, report) on every
+worker of every prediction server.
 """
 
 from __future__ import annotations
@@ -48,6 +56,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 LOWEST_PRIORITY = 19  # nice value: the kernel runs this thread only when requests leave CPU
 LIBRARIES = {ModelType.XGBOOST: "xgboost", ModelType.LIGHTGBM: "lightgbm"}
+# A watcher fed by the trainer's listing still asks its pool's routes (and reports) this
+# often, in sync intervals: a listing that came from a replica behind the others must not
+# leave a pool unsynced, nor the trainer's fleet view without a report.
+FULL_SYNC_INTERVALS = 10
 
 
 def lower_priority() -> None:
@@ -89,6 +101,10 @@ class ModelWatcher:
         )
         # Set by open() when bundles are mirrored from the trainer (no shared volume).
         self.sync_client: httpx.AsyncClient | None = None
+        # The trainer's listing feeds this watcher (follow_listing): sync only when asked.
+        self.listed = False
+        self._sync_wanted = False
+        self._wake = asyncio.Event()
 
     def open(self) -> None:
         """Start the HTTP client for LATENCY_SYNC_FROM_TRAINER (call on the event loop)."""
@@ -107,12 +123,28 @@ class ModelWatcher:
         if self.sync_client is not None:
             await self.sync_client.aclose()
 
-    async def reload(self) -> tuple[bool, bool]:
-        """Mirror from the trainer (when configured), then load: (synced, loaded)."""
+    async def reload(self, *, sync: bool = True) -> tuple[bool, bool]:
+        """Mirror from the trainer (when configured and `sync`), then load: (synced, loaded)."""
         synced = False
-        if self.sync_client is not None:
+        if self.sync_client is not None and sync:
+            self._sync_wanted = False
             synced = await self.sync_from_trainer(self.sync_client)
         return synced, await self.check()
+
+    async def follow_listing(self, version: str | None, calibration: bytes | None) -> None:
+        """The trainer listed this pool's newest `version` and live calibration document
+        (None: it has none): write the calibration here when it is newer, and wake the
+        loop, to sync when the version is new to this server."""
+        self.listed = True
+        async with self._lock:
+            changed = await self._write_live(calibration)
+        local = self.slot.serving.version
+        new = version and version != local and version not in self.refused
+        if new and not goes_back(version, local):
+            self._sync_wanted = True
+            changed = True
+        if changed:
+            self._wake.set()
 
     async def _off_path(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._background, fn, *args)
@@ -196,31 +228,51 @@ class ModelWatcher:
 
     async def _mirror_live(self, client: httpx.AsyncClient) -> None:
         """Copy the trainer's live calibration file when it differs from ours."""
-        path = self.settings.model_dir / LIVE_CALIBRATION
         reply = await client.get("/calibration")
-        if reply.status_code == 404:
-            await self._off_path(lambda: path.unlink(missing_ok=True))
-            return
-        data = reply.raise_for_status().content
+        data = None if reply.status_code == 404 else reply.raise_for_status().content
+        await self._write_live(data)
+
+    async def _write_live(self, data: bytes | None) -> bool:
+        """Make the local live calibration file `data` (None: remove it) unless it is
+        older than ours; True when the file changed."""
+        path = self.settings.model_dir / LIVE_CALIBRATION
         local = await self._off_path(lambda: path.read_bytes() if path.is_file() else None)
+        if data is None:
+            if local is not None:
+                await self._off_path(lambda: path.unlink(missing_ok=True))
+            return local is not None
         if data != local and not _older_calibration(data, local):
             await self._off_path(replace_file, path, data)
+            return True
+        return False
 
     async def run(self) -> None:
         """Poll forever (until cancelled), mirroring from the trainer first when configured.
-        With TRAINING_SERVER_URL set, each poll ends by reporting the version served."""
+        With TRAINING_SERVER_URL set, each poll ends by reporting the version served; a
+        watcher fed by the listing syncs and reports when something changed, or once per
+        FULL_SYNC_INTERVALS."""
+        interval = self.settings.model_sync_interval_sec
+        polls = 0
+        reported: str | None = None
         async with FleetReporter.open(self.settings, self.metrics) as reporter:
             while True:
+                self._wake.clear()
+                full = polls % FULL_SYNC_INTERVALS == 0 or not self.listed
+                polls += 1
                 try:
-                    await self.reload()
-                    if reporter is not None:
-                        await reporter.report(self.slot.serving)
+                    await self.reload(sync=full or self._sync_wanted)
+                    version = self.slot.serving.version
+                    if reporter is not None and (full or version != reported):
+                        every = interval * (FULL_SYNC_INTERVALS if self.listed else 1)
+                        if await reporter.report(self.slot.serving, every_s=every):
+                            reported = version
                 except Exception:  # the loop's edge: whatever broke, keep serving and polling
                     self.metrics.watch_errors.inc()
                     log.exception(
                         "model watch step failed; still serving %s", self.slot.serving.version
                     )
-                await asyncio.sleep(self.settings.model_sync_interval_sec)
+                with contextlib.suppress(TimeoutError):  # a listing's news wakes it early
+                    await asyncio.wait_for(self._wake.wait(), interval)
 
 
 def _older_calibration(data: bytes, local: bytes | None) -> bool:

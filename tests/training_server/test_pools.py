@@ -190,3 +190,27 @@ def test_pools_reopen_after_a_restart(open_client: OpenClient, tmp_path: Path) -
     assert [p["name"] for p in again.get("/pools").json()["pools"]] == ["default", "h200-llama"]
     assert again.get(f"{H200}/data/status").json()["model_version"] == version
     assert again.post(f"{H200}/retrain").json()["outcome"] == "skipped"  # nothing new
+
+
+def test_the_listing_carries_each_pools_live_calibration_when_asked(
+    open_client: OpenClient,
+) -> None:
+    client = open_client()
+    ingest_into(client, H200, synthetic_rows(400, seed=1))
+    assert client.post(f"{H200}/retrain").json()["outcome"] == "ok"
+    ingest_into(client, H200, synthetic_rows(100, seed=2))
+    pools: PoolRegistry = app_of(client).state.pools
+    runtime = pools.get("h200-llama")
+    assert runtime is not None
+    runtime.calibrator.tick()  # the leader's step: scores the new rows, writes the file
+
+    listed = {p["name"]: p for p in client.get("/pools?calibration=true").json()["pools"]}
+    h200 = listed["h200-llama"]
+    # What a mirror would fetch from the pool's own route, and when it was written.
+    assert h200["live_calibration"] == client.get(f"{H200}/calibration").json()
+    assert h200["calibration_updated_at"] is not None
+    assert h200["model_version"] == client.get(f"{H200}/data/status").json()["model_version"]
+    # Asked without it (the dashboard, the CLI): the time only, not the document.
+    plain = {p["name"]: p for p in client.get("/pools").json()["pools"]}
+    assert "live_calibration" not in plain["h200-llama"]
+    assert plain["h200-llama"]["calibration_updated_at"] == h200["calibration_updated_at"]

@@ -105,6 +105,11 @@ class LiveCalibrator:
             return self.state.log_offsets(self.settings.quantile_alpha)
         return self.reader.log_offsets(self.settings.quantile_alpha)
 
+    def published(self) -> LiveCalibration | None:
+        """The live calibration this replica serves: the leader's own, else the file it
+        follows as last read (None before any)."""
+        return self.state if self.state is not None else self.reader.current
+
     def level_since(self, target: Target) -> int:
         """The id of the first row of the level `target`'s factor follows (0: no shift
         seen by this leader)."""

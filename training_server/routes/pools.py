@@ -1,11 +1,16 @@
 """GET /pools: the pools this trainer keeps, for the dashboard's and the CLI's pool
-selector and for prediction servers that mirror every pool's bundle."""
+selector and for prediction servers that mirror every pool's bundle.
+
+With `?calibration=true` each pool also carries its live calibration document (what
+GET /pools/<name>/calibration answers): a prediction server mirroring many pools then
+learns every pool's newest version and factors in one request per sync interval, and asks
+a pool's own routes only when its bundle changed (prediction_server.pools)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
 from shared.pools import pool_url
 from shared.web.auth import Access, require
@@ -16,10 +21,12 @@ from training_server.pools import PoolRuntime
 router = APIRouter()
 
 
-def _pool_json(pool: PoolRuntime) -> dict[str, Any]:
+def _pool_json(pool: PoolRuntime, calibration: bool) -> dict[str, Any]:
     published = pool.slot.published
     state = pool.state
     last = state.last_success
+    live = pool.calibrator.published()
+    extra = {"live_calibration": live.model_dump(mode="json") if live else None}
     return {
         "name": pool.name,
         "model_version": published.version if published else None,
@@ -31,9 +38,15 @@ def _pool_json(pool: PoolRuntime) -> dict[str, Any]:
         "prefix": pool_url("", pool.name),
         # the training replica that retrains it (its lease; null while none holds it)
         "owner": pool.owner,
+        "calibration_updated_at": rfc3339(live.updated_at) if live else None,
+        **(extra if calibration else {}),
     }
 
 
 @router.get("/pools", dependencies=require(Access.EPP))
-async def list_pools(pools: PoolsDep) -> dict[str, Any]:
-    return {"pools": [_pool_json(p) for p in pools.runtimes()], "max_pools": pools.max_pools}
+async def list_pools(
+    pools: PoolsDep,
+    calibration: bool = Query(False, description="include each pool's live calibration"),
+) -> dict[str, Any]:
+    listed = [_pool_json(p, calibration) for p in pools.runtimes()]
+    return {"pools": listed, "max_pools": pools.max_pools}
