@@ -84,12 +84,13 @@ def publish_trained_bundle(
     version: str | None = None,
     legacy_ms: bool = False,
     without_features: tuple[str, ...] = (),
+    n_estimators: int = 20,
 ) -> Manifest:
     """Fit real models on synthetic rows and publish them as one bundle, each target in the
     space the trainer uses (or in plain ms, as bundles from before shared.target_space);
     `without_features` leaves features out, as bundles from before they existed."""
     backend = backend_for(model_type)
-    params = FitParams(objective=objective, quantile=0.9, n_estimators=20, max_depth=4)
+    params = FitParams(objective=objective, quantile=0.9, n_estimators=n_estimators, max_depth=4)
     data = synthetic_rows(rows, seed=seed)
     models, entries = {}, {}
     for target in TARGETS:

@@ -14,9 +14,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from shared.archive import archive_version, import_bundle
+from shared.archive import archive_version, import_loaded
 from shared.artifact import read_current_version, replace_file
 from shared.model_source import MIRROR_MARKER
+from shared.predictor import LoadedBundle
 
 LOCK_FILE = ".mirror.lock"
 
@@ -39,16 +40,17 @@ def goes_back(version: str | None, local: str | None) -> bool:
     return version is not None and local is not None and version < local
 
 
-def import_mirrored(model_dir: Path, archive: bytes, version: str, source: str) -> bool:
+def import_mirrored(
+    model_dir: Path, archive: bytes, version: str, source: str
+) -> LoadedBundle | None:
     """Publish `archive` (the trainer's `version`) locally unless another worker already
-    did, or it is older than the bundle mirrored here (goes_back); True when this call
-    published it. Raises BundleError for a bundle that fails verification. `source`: the
-    trainer's URL, kept in the marker for whoever looks."""
+    did, or it is older than the bundle mirrored here (goes_back); the bundle, ready to
+    serve, when this call published it (else None). Raises BundleError for a bundle that
+    fails verification. `source`: the trainer's URL, kept in the marker for whoever looks."""
     with _locked(model_dir):
         local = read_current_version(model_dir)
         if local == version or goes_back(archive_version(archive) or version, local):
-            return False
+            return None
         if not (model_dir / MIRROR_MARKER).is_file():
             replace_file(model_dir / MIRROR_MARKER, f"{source}\n".encode())
-        import_bundle(model_dir, archive)
-        return True
+        return import_loaded(model_dir, archive)

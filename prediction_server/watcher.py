@@ -101,6 +101,8 @@ class ModelWatcher:
         )
         # Set by open() when bundles are mirrored from the trainer (no shared volume).
         self.sync_client: httpx.AsyncClient | None = None
+        # The bundle this watcher's last mirror imported, served without a second load.
+        self._imported: LoadedBundle | None = None
         # The trainer's listing feeds this watcher (follow_listing): sync only when asked.
         self.listed = False
         self._sync_wanted = False
@@ -174,6 +176,9 @@ class ModelWatcher:
         version = await self._off_path(read_current_version, self.settings.model_dir)
         if version is None or version == self.slot.serving.version or version in self.refused:
             return None
+        imported, self._imported = self._imported, None
+        if imported is not None and imported.version == version:
+            return imported  # mirrored just now: loaded by its import's verification
         try:
             return await self._off_path(load_bundle, self.settings.model_dir, version)
         except BundleError as exc:
@@ -214,9 +219,11 @@ class ModelWatcher:
                 if goes_back(remote, local):  # a replica that has not caught up yet
                     return False
                 archive = (await client.get("/model/export")).raise_for_status().content
-                return await self._off_path(
+                imported = await self._off_path(
                     import_mirrored, self.settings.model_dir, archive, remote, str(client.base_url)
                 )
+                self._imported = imported or self._imported
+                return imported is not None
             except BundleError as exc:
                 self._refuse(str(remote), exc)
                 log.error("refused bundle %s from the trainer: %s", remote, exc)

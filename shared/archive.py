@@ -33,8 +33,16 @@ from shared.artifact import (
     read_manifest,
     verify_legacy_files,
 )
+from shared.predictor import LoadedBundle, bundle_of
+from shared.targets import Target
 
 METADATA = "metadata.json"
+# gzip level 1, not tarfile's 9: a trainer packs every bundle it publishes for the replicas
+# that share it through the store, and again for every mirror's /model/export. On a bundle
+# of two 100-tree models (328 KB of JSON) level 9 took 25 ms of CPU and made 64 KB, level 1
+# 3.5 ms and 87 KB (benchmarks/bench_bundle_cost.py): CPU is what many pools run short of,
+# not bytes on a cluster network.
+COMPRESS_LEVEL = 1
 
 
 def pack_bundle(bundle_dir: Path, metadata: dict[str, Any]) -> bytes:
@@ -44,7 +52,7 @@ def pack_bundle(bundle_dir: Path, metadata: dict[str, Any]) -> bytes:
 def pack_files(paths: Sequence[Path], metadata: dict[str, Any]) -> bytes:
     """A tar.gz of `paths` (by file name, with their own mtimes) and metadata.json."""
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=COMPRESS_LEVEL) as tar:
         for path in paths:
             tar.add(path, arcname=path.name, recursive=False)
         data = json.dumps(metadata, indent=2, default=str).encode()
@@ -70,6 +78,18 @@ def archive_version(archive: bytes) -> str | None:
 
 def import_bundle(model_dir: Path, archive: bytes, *, keep: int = 5) -> str:
     """Verify and publish the bundle in `archive`; returns its version. Raises BundleError."""
+    return _import(model_dir, archive, keep)[0].version
+
+
+def import_loaded(model_dir: Path, archive: bytes, *, keep: int = 5) -> LoadedBundle:
+    """import_bundle, returning the bundle ready to serve: built from the models its
+    verification loaded, not read and parsed a second time (a follower or a mirror imports
+    every bundle its pools publish). Raises BundleError."""
+    manifest, models = _import(model_dir, archive, keep)
+    return bundle_of(manifest, models)
+
+
+def _import(model_dir: Path, archive: bytes, keep: int) -> tuple[Manifest, dict[Target, Any]]:
     versions = model_dir / VERSIONS_DIR
     versions.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".import-", dir=versions))
@@ -100,7 +120,7 @@ def import_bundle(model_dir: Path, archive: bytes, *, keep: int = 5) -> str:
             raise BundleError(f"archive has no {MANIFEST}")
         manifest = read_manifest(staging)
         _refuse_unlisted(staging, manifest)
-        load_models(staging, manifest)
+        models = load_models(staging, manifest)
         verify_legacy_files(staging, manifest)
         final = bundle_dir_for(model_dir, manifest.version)
         if final.exists():
@@ -115,7 +135,7 @@ def import_bundle(model_dir: Path, archive: bytes, *, keep: int = 5) -> str:
         raise
     publish_pointer(model_dir, manifest.version)
     prune_versions(model_dir, keep=keep)
-    return manifest.version
+    return manifest, models
 
 
 def _is_cold_start(metadata: Path) -> bool:

@@ -151,7 +151,12 @@ def load_bundle(model_dir: Path, version: str) -> LoadedBundle:
     manifest = read_manifest(bundle_dir)
     if manifest.version != version:
         raise BundleError(f"{version}: manifest says version {manifest.version}")
-    models = load_models(bundle_dir, manifest)
+    return bundle_of(manifest, load_models(bundle_dir, manifest))
+
+
+def bundle_of(manifest: Manifest, models: dict[Target, Any | None]) -> LoadedBundle:
+    """The bundle `manifest` describes, serving `models` (loaded and verified from its
+    files by shared.artifact.load_models): the walk compiled and probed for each."""
     backend = backend_for(manifest.model_type)
     compiled = {}
     for target, model in models.items():

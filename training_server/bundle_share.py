@@ -30,10 +30,10 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 
-from shared.archive import import_bundle, pack_bundle
+from shared.archive import import_loaded, pack_bundle
 from shared.artifact import BundleError, bundle_dir_for, replace_file
 from shared.live_calibration import LIVE_CALIBRATION
-from shared.predictor import LoadedBundle, load_bundle
+from shared.predictor import LoadedBundle
 from training_server.tables import pool_bundles
 
 log = logging.getLogger(__name__)
@@ -119,8 +119,7 @@ class BundleShare:
                 ).scalar_one_or_none()
             if archive is None:  # replaced meanwhile: the next pull takes the newer one
                 return None
-            imported = import_bundle(self.model_dir, archive, keep=self.keep)
-            return load_bundle(self.model_dir, imported)
+            return import_loaded(self.model_dir, archive, keep=self.keep)
         except SQLAlchemyError:
             log.warning("pool %s: shared bundle not read (store unreachable)", self.pool)
             return None

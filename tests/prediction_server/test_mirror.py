@@ -31,7 +31,8 @@ def test_workers_racing_for_one_version_import_it_once(tmp_path: Path) -> None:
 
     def worker() -> None:
         start.wait(10)
-        results.append(import_mirrored(models, archive, VERSION, URL))
+        imported = import_mirrored(models, archive, VERSION, URL)
+        results.append(imported is not None and imported.version == VERSION)
 
     threads = [threading.Thread(target=worker) for _ in range(4)]
     for t in threads:
@@ -46,7 +47,8 @@ def test_workers_racing_for_one_version_import_it_once(tmp_path: Path) -> None:
 
 def test_a_restarted_server_sees_its_mirror_and_goes_on_mirroring(tmp_path: Path) -> None:
     models = tmp_path / "models"
-    assert import_mirrored(models, archive_of(tmp_path), VERSION, URL) is True
+    imported = import_mirrored(models, archive_of(tmp_path), VERSION, URL)
+    assert imported is not None and imported.version == VERSION
     settings = PredictionSettings(model_dir=models, training_server_url=URL)
     assert settings.model_source is ModelSource.TRAINER_SYNC
     assert settings.sync_from_trainer is True

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from devkit.synthetic import synthetic_rows
-from shared.archive import METADATA, import_bundle, pack_bundle, pack_files
+from shared.archive import METADATA, import_bundle, import_loaded, pack_bundle, pack_files
 from shared.artifact import (
     MANIFEST,
     VERSIONS_DIR,
@@ -27,7 +27,7 @@ from shared.artifact import (
     write_bundle,
 )
 from shared.decoding import decode_prediction_rows
-from shared.predictor import load_current_bundle
+from shared.predictor import load_bundle, load_current_bundle
 from shared.settings import ModelType, ObjectiveType
 from shared.targets import TARGETS
 from tests.conftest import publish_trained_bundle
@@ -241,3 +241,24 @@ def test_a_cold_start_archive_is_refused_with_its_reason(serving: Path) -> None:
     with pytest.raises(BundleError, match=f"archive has no {MANIFEST}"):
         import_bundle(serving, pack_files([], {"cold_start": "not a boolean"}))
     assert read_current_version(serving) == TARGET_VERSION
+
+
+@pytest.mark.parametrize("model_type", [ModelType.XGBOOST, ModelType.LIGHTGBM])
+def test_an_import_hands_back_the_bundle_it_verified_ready_to_serve(
+    tmp_path: Path, serving: Path, model_type: ModelType
+) -> None:
+    src = tmp_path / "trainer"
+    src.mkdir()
+    manifest = publish_trained_bundle(src, model_type, seed=8, version=SOURCE_VERSION)
+    archive = pack_bundle(bundle_dir_for(src, manifest.version), {})
+    bundle = import_loaded(serving, archive)
+    assert read_current_version(serving) == bundle.version == SOURCE_VERSION
+    # the same answers as the published files read afresh, through the same walk
+    fresh = load_bundle(serving, SOURCE_VERSION)
+    assert bundle.compiled.keys() == fresh.compiled.keys() == set(TARGETS)
+    want, got = fresh.predict(COLUMNS), bundle.predict(COLUMNS)
+    for target in TARGETS:
+        np.testing.assert_array_equal(got[target], want[target])
+    with pytest.raises(BundleError):  # and verified like any import
+        import_loaded(serving, archive[: len(archive) // 2])
+    assert read_current_version(serving) == SOURCE_VERSION
