@@ -7,7 +7,7 @@ the server knows the trainer, at the pool's trainer URL (<TRAINING_SERVER_URL>/p
 so its watcher mirrors and reports exactly as the default pool's does. Named pools are found
 on every sync interval: in the shared model directory, or from the trainer's GET /pools when
 bundles are mirrored. That listing also carries each pool's newest version and live
-calibration (`?calibration=true`), which feed the named pools' watchers (watcher.
+calibration (`?calibration=true`), which feed every served pool's watcher (watcher.
 follow_listing): one request per interval for every pool, instead of a few per pool.
 `resolve` is the one lookup the routes use: a pool not found yet is a vacant view
 answering from the cold-start prior, as a fresh server does (no watcher, and its calls
@@ -173,13 +173,18 @@ class ServedPools:
         return started
 
     async def _feed(self, listing: list[ListedPool]) -> None:
-        """Hand each served named pool's watcher its listed version and calibration, all
-        at once (one pool's slow sync must not hold up the others)."""
+        """Hand each served pool's watcher (the default pool's too: the listing names it)
+        its listed version and calibration, all at once (one pool's slow sync must not hold
+        up the others)."""
         fed = []
         for entry in listing:
             served = self.pools.get(entry.name)
-            if entry.listed and served is not None and served.watcher is not None:
+            if served is None or served.watcher is None:
+                continue
+            if entry.listed:
                 fed.append(served.watcher.follow_listing(entry.version, entry.calibration))
+            else:  # a trainer that lists no calibration (rolled back): poll as before
+                served.watcher.listed = False
         await asyncio.gather(*fed)
 
     async def _serve(self, name: str) -> None:

@@ -12,7 +12,7 @@ TRAINING_SERVER_URL it reports the version it serves after each poll (fleet_repo
 A refused bundle that needs a newer server (a rolling upgrade whose trainer went first,
 shared.artifact.NeedsNewerServer) is also kept as `needs_newer` for GET /status.
 
-A named pool mirrored from a trainer that lists every pool's version and live calibration
+A pool mirrored from a trainer that lists every pool's version and live calibration
 (GET /pools?calibration=true, read once per interval by prediction_server.pools) is fed by
 that listing (`follow_listing`): its watcher writes the listed calibration and asks the
 pool's own routes only when the listed version is new, or once every FULL_SYNC_INTERVALS
@@ -140,7 +140,8 @@ class ModelWatcher:
         self.listed = True
         async with self._lock:
             changed = await self._write_live(calibration)
-        local = self.slot.serving.version
+        serving = self.slot.serving
+        local = None if serving.is_prior else serving.version  # the prior sorts after all
         new = version and version != local and version not in self.refused
         if new and not goes_back(version, local):
             self._sync_wanted = True
