@@ -169,23 +169,20 @@ class ServedPools:
                 break
             await self._serve(name)
             started.append(name)
-        await self._feed(listing)
+        self._feed(listing)
         return started
 
-    async def _feed(self, listing: list[ListedPool]) -> None:
+    def _feed(self, listing: list[ListedPool]) -> None:
         """Hand each served pool's watcher (the default pool's too: the listing names it)
-        its listed version and calibration, all at once (one pool's slow sync must not hold
-        up the others)."""
-        fed = []
+        its listed version and calibration; the watchers act on them in their own loops."""
         for entry in listing:
             served = self.pools.get(entry.name)
             if served is None or served.watcher is None:
                 continue
             if entry.listed:
-                fed.append(served.watcher.follow_listing(entry.version, entry.calibration))
+                served.watcher.follow_listing(entry.version, entry.calibration)
             else:  # a trainer that lists no calibration (rolled back): poll as before
                 served.watcher.listed = False
-        await asyncio.gather(*fed)
 
     async def _serve(self, name: str) -> None:
         settings = pool_settings(self.settings, name)

@@ -105,7 +105,8 @@ class ModelWatcher:
         self._imported: LoadedBundle | None = None
         # The trainer's listing feeds this watcher (follow_listing): sync only when asked.
         self.listed = False
-        self._sync_wanted = False
+        self._listing: tuple[str | None, bytes | None] | None = None  # news not taken yet
+        self._listed_calibration: bytes | None = None  # the last one taken
         self._wake = asyncio.Event()
 
     def open(self) -> None:
@@ -129,25 +130,36 @@ class ModelWatcher:
         """Mirror from the trainer (when configured and `sync`), then load: (synced, loaded)."""
         synced = False
         if self.sync_client is not None and sync:
-            self._sync_wanted = False
             synced = await self.sync_from_trainer(self.sync_client)
         return synced, await self.check()
 
-    async def follow_listing(self, version: str | None, calibration: bytes | None) -> None:
+    def follow_listing(self, version: str | None, calibration: bytes | None) -> None:
         """The trainer listed this pool's newest `version` and live calibration document
-        (None: it has none): write the calibration here when it is newer, and wake the
-        loop, to sync when the version is new to this server."""
+        (None: it has none). When either is news here, keep them for the loop and wake
+        it: it writes the calibration and syncs a new version (never waited for here, so
+        one pool's slow sync holds up neither the listing nor the other pools)."""
         self.listed = True
-        async with self._lock:
-            changed = await self._write_live(calibration)
+        if calibration != self._listed_calibration or self._is_new(version):
+            self._listing = (version, calibration)
+            self._wake.set()
+
+    def _is_new(self, version: str | None) -> bool:
         serving = self.slot.serving
         local = None if serving.is_prior else serving.version  # the prior sorts after all
-        new = version and version != local and version not in self.refused
-        if new and not goes_back(version, local):
-            self._sync_wanted = True
-            changed = True
-        if changed:
-            self._wake.set()
+        new = bool(version) and version != local and version not in self.refused
+        return new and not goes_back(version, local)
+
+    async def _take_listing(self) -> bool:
+        """Write the listed calibration the loop was woken for; True when the listed
+        version is new here (then the loop syncs)."""
+        listing, self._listing = self._listing, None
+        if listing is None:
+            return False
+        version, calibration = listing
+        async with self._lock:
+            await self._write_live(calibration)
+        self._listed_calibration = calibration
+        return self._is_new(version)
 
     async def _off_path(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._background, fn, *args)
@@ -268,7 +280,8 @@ class ModelWatcher:
                 full = polls % FULL_SYNC_INTERVALS == 0 or not self.listed
                 polls += 1
                 try:
-                    await self.reload(sync=full or self._sync_wanted)
+                    news = await self._take_listing()
+                    await self.reload(sync=full or news)
                     version = self.slot.serving.version
                     if reporter is not None and (full or version != reported):
                         every = interval * (FULL_SYNC_INTERVALS if self.listed else 1)
