@@ -24,6 +24,8 @@ mirror from a stand-in for a Kubernetes Service in front of the replicas
   (the slowest pool), and the retrain gaps of the survivors;
 - rows acknowledged (202) against rows stored: none may be lost;
 - whether any pool's published versions ever went back (they must not);
+- the CPU each process used over the steady part (before the kill), the benchmark's own
+  (its client and, with `store`, the Service stand-in) included;
 - for `--watched` pools, how long after each publication the prediction server served
   it (p50 / p90 / max), and whether it ever served an older version after a newer one.
 Every loop is bounded; only the servers it started are stopped, by PID. The schema is
@@ -51,6 +53,7 @@ import numpy as np
 from sqlalchemy import create_engine, text
 
 from benchmarks.common import git_state, say
+from benchmarks.process_cpu import cpu_times, steady_cpu
 from devkit.processes import ServerProcess, free_port
 from devkit.service_proxy import ServiceProxy
 from devkit.synthetic import synthetic_rows
@@ -192,6 +195,7 @@ def run(
             accepted += post_rows(client, target.url, pool, synthetic_rows(args.rows, seed=i))
         say(f"filled in {time.monotonic() - t0:.1f} s")
         started = db_now(engine)
+        cpu_from = cpu_times([*servers, predictor])
         watch = ServedWatch(predictor.url, names[: args.watched]).start()
         killed_at: datetime | None = None
         victim_pools: set[str] = set()
@@ -204,6 +208,7 @@ def run(
             tick += 1
             t_tick = time.monotonic()
             if killed_at is None and t_tick >= kill_at:
+                steady_cpu(cpu_from, cpu_times([*servers, predictor]))
                 held = owners(client, live[0].url)  # every replica sees every lease
                 held = {p: o for p, o in held.items() if p in names}  # not the empty default
                 victim = servers[0]
@@ -223,6 +228,8 @@ def run(
                 accepted += post_rows(client, live[(i + tick) % len(live)].url, pool, rows)
             time.sleep(max(0.0, args.interval - (time.monotonic() - t_tick)))
         time.sleep(args.interval)  # the last rows' retrains
+        if killed_at is None:
+            steady_cpu(cpu_from, cpu_times([*servers, predictor]))
         watch.close()
     report(engine, names, started, killed_at, victim_pools, split, accepted, args)
     served_lag(retrains(engine), watch)
