@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -58,3 +60,31 @@ def served_version(client: TestClient) -> str:
 def wait_serving(client: TestClient, version: str, timeout: float = WAIT_S) -> None:
     """Until the app serves `version` (its watcher polls every 50 ms)."""
     eventually(lambda: served_version(client) == version, timeout, f"the app serving {version}")
+
+
+class FakeTrainerHandler(BaseHTTPRequestHandler):
+    """Base of the fake trainers the mirror tests run: `reply` answers, nothing is logged."""
+
+    def reply(self, body: bytes, kind: str = "json", status: int = 200) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", f"application/{kind}")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1, served from a thread until the block ends: its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)

@@ -4,15 +4,13 @@ the prior; per-pool status and metrics; the pool limit."""
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from devkit.synthetic import prediction_row, publish_trained_bundle
 from prediction_server.pools import ServedPools
 from tests.apps import app_of
 from tests.polling import eventually
-from tests.prediction_server.helpers import WAIT_S, running_app
+from tests.prediction_server.helpers import WAIT_S, FakeTrainerHandler, http_server, running_app
 
 ROW = prediction_row()
 
@@ -76,36 +74,21 @@ def test_metrics_name_the_pool_and_the_limit_caps_pools_served(tmp_path: Path) -
         assert not any('pool="b-pool"' in line for line in lines)
 
 
-class OldTrainer(BaseHTTPRequestHandler):
+class OldTrainer(FakeTrainerHandler):
     """A trainer from before pools: no /pools route (404), no bundle yet."""
 
     def do_GET(self) -> None:
-        body = b'{"detail":"Not Found"}'
-        self.send_response(404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+        self.reply(b'{"detail":"Not Found"}', status=404)
 
 
 def test_a_trainer_from_before_pools_leaves_the_mirror_on_its_one_pool(tmp_path: Path) -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), OldTrainer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
-        with running_app(
-            tmp_path / "models", training_server_url=url, sync_from_trainer=True
-        ) as client:
-            reply = client.post("/pools/h200-llama/reload")
-            assert reply.status_code == 200 and reply.json()["loaded"] is False
-            pools: ServedPools = app_of(client).state.pools
-            assert client.portal is not None
-            assert client.portal.call(pools.discover) == []  # no error: no pools there
-            assert client.get("/status").json()["model_source"] == "trainer-sync"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with (
+        http_server(OldTrainer) as url,
+        running_app(tmp_path / "models", training_server_url=url, sync_from_trainer=True) as client,
+    ):
+        reply = client.post("/pools/h200-llama/reload")
+        assert reply.status_code == 200 and reply.json()["loaded"] is False
+        pools: ServedPools = app_of(client).state.pools
+        assert client.portal is not None
+        assert client.portal.call(pools.discover) == []  # no error: no pools there
+        assert client.get("/status").json()["model_source"] == "trainer-sync"

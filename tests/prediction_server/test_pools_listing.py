@@ -12,7 +12,6 @@ import math
 import threading
 from collections import Counter
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,12 @@ from fastapi.testclient import TestClient
 
 from prediction_server import watcher
 from tests.polling import eventually
-from tests.prediction_server.helpers import WAIT_S, running_app
+from tests.prediction_server.helpers import (
+    WAIT_S,
+    FakeTrainerHandler,
+    http_server,
+    running_app,
+)
 from tests.prediction_server.test_sync import live_calibration_json, trained_archive
 
 POOLS = ("a-pool", "b-pool", "c-pool")
@@ -82,7 +86,7 @@ class ListingTrainer:
 def trainer(request: pytest.FixtureRequest) -> Iterator[tuple[ListingTrainer, str]]:
     state = ListingTrainer(lists_calibration=request.param)
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(FakeTrainerHandler):
         def do_GET(self) -> None:
             with state.lock:
                 state.requests[self.path.split("?")[0]] += 1
@@ -90,36 +94,17 @@ def trainer(request: pytest.FixtureRequest) -> Iterator[tuple[ListingTrainer, st
             if found is None:
                 self.send_error(404)
                 return
-            body, kind = found
-            self.send_response(200)
-            self.send_header("Content-Type", f"application/{kind}")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.reply(*found)
 
         def do_POST(self) -> None:  # the fleet reports
             length = int(self.headers.get("Content-Length") or 0)
             self.rfile.read(length)
             with state.lock:
                 state.requests[self.path] += 1
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"{}")
+            self.reply(b"{}")
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield state, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
+    with http_server(Handler) as url:
+        yield state, url
 
 
 def pool_version(client: TestClient, pool: str) -> str:

@@ -9,11 +9,9 @@ from __future__ import annotations
 import json
 import math
 import random
-import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,8 @@ from tests.factories import make_tar
 from tests.polling import eventually
 from tests.prediction_server.helpers import (
     WAIT_S,
+    FakeTrainerHandler,
+    http_server,
     metric_value,
     running_app,
     served_version,
@@ -57,7 +57,7 @@ class FakeTrainer:
 def trainer() -> Iterator[tuple[FakeTrainer, str]]:
     state = FakeTrainer()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(FakeTrainerHandler):
         def do_GET(self) -> None:
             if self.path == "/model/download/info":
                 state.infos += 1
@@ -70,24 +70,10 @@ def trainer() -> Iterator[tuple[FakeTrainer, str]]:
             else:
                 self.send_error(404)
                 return
-            self.send_response(200)
-            self.send_header("Content-Type", f"application/{kind}")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.reply(body, kind)
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield state, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
+    with http_server(Handler) as url:
+        yield state, url
 
 
 def trained_archive(tmp_path: Path, version: str, seed: int) -> bytes:

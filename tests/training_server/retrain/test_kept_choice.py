@@ -56,11 +56,12 @@ class OnePool:
     calibrator: LiveCalibrator
 
 
-def test_the_loop_counts_its_busy_share_and_a_busy_tick_keeps_the_choice(
-    tmp_path: Path, store: SampleStore, migrated_url: str
-) -> None:
+def one_pool_loop(
+    tmp_path: Path, store: SampleStore, url: str, interval: float
+) -> tuple[Retrainer, PoolsLoop]:
+    """The default pool's retrainer (no early retrains, `interval`) under a PoolsLoop."""
     retrainer, _, metrics = make(
-        tmp_path, store, migrated_url, early_retrains=False, retraining_interval_sec=0.01
+        tmp_path, store, url, early_retrains=False, retraining_interval_sec=interval
     )
     calibrator = LiveCalibrator(
         retrainer.settings, store, metrics, retrainer.slot, lambda: retrainer.is_leader
@@ -69,6 +70,13 @@ def test_the_loop_counts_its_busy_share_and_a_busy_tick_keeps_the_choice(
     loop = PoolsLoop(
         lambda: [pool], retrainer.leadership, calibration_interval_sec=60, wake=threading.Event()
     )
+    return retrainer, loop
+
+
+def test_the_loop_counts_its_busy_share_and_a_busy_tick_keeps_the_choice(
+    tmp_path: Path, store: SampleStore, migrated_url: str
+) -> None:
+    retrainer, loop = one_pool_loop(tmp_path, store, migrated_url, interval=0.01)
     add(store, 400, seed=4)
     loop.run_due()  # the first tick elects
     assert loop.busy_share(3600.0) < 0.01
@@ -101,16 +109,7 @@ def test_a_late_tick_keeps_the_choice_even_when_the_loop_is_idle(
     tmp_path: Path, store: SampleStore, migrated_url: str
 ) -> None:
     interval = 0.01
-    retrainer, _, metrics = make(
-        tmp_path, store, migrated_url, early_retrains=False, retraining_interval_sec=interval
-    )
-    calibrator = LiveCalibrator(
-        retrainer.settings, store, metrics, retrainer.slot, lambda: retrainer.is_leader
-    )
-    pool = OnePool("default", retrainer, calibrator)
-    loop = PoolsLoop(
-        lambda: [pool], retrainer.leadership, calibration_interval_sec=60, wake=threading.Event()
-    )
+    _, loop = one_pool_loop(tmp_path, store, migrated_url, interval=interval)
     add(store, 400, seed=6)
     loop.run_due()  # the first tick elects
     eventually(lambda: loop.run_due() >= 0 and len(store.list_retrains()) == 1, 10.0, "a retrain")
