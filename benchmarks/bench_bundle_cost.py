@@ -19,8 +19,6 @@ Every figure in one run, so their ratios hold whatever the machine's speed that 
 from __future__ import annotations
 
 import argparse
-import io
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable
@@ -42,14 +40,6 @@ def per_call_ms(fn: Callable[[], Any], repeat: int) -> float:
     return (time.process_time() - start) / repeat * 1000
 
 
-def pack_at(level: int, bundle: Path) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=level) as tar:
-        for path in sorted(bundle.iterdir()):
-            tar.add(path, arcname=path.name, recursive=False)
-    return buffer.getvalue()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trees", type=int, default=100)
@@ -65,7 +55,7 @@ def main() -> None:
         say("| gzip level | pack, ms CPU | archive, KB | import, ms CPU |")
         say("|---|---|---|---|")
         for level in (9, 6, archive.COMPRESS_LEVEL):
-            data = pack_at(level, bundle)
+            data = archive.pack_bundle(bundle, {}, level=level)
             mirror = Path(tmp) / f"mirror-{level}"
 
             def imported(data: bytes = data, mirror: Path = mirror) -> None:
@@ -73,7 +63,7 @@ def main() -> None:
                 (mirror / "CURRENT").unlink()  # the next round imports it again
 
             def packed(level: int = level) -> None:
-                pack_at(level, bundle)
+                archive.pack_bundle(bundle, {}, level=level)
 
             pack = per_call_ms(packed, args.repeat)
             unpack = per_call_ms(imported, args.repeat)

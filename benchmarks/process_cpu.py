@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Sequence
 
-from benchmarks.common import say
+from benchmarks.common import cpu_seconds, say
 from devkit.processes import ServerProcess
 
 CpuReading = tuple[float, dict[str, float]]  # (monotonic clock, CPU seconds by process)
@@ -15,12 +15,7 @@ CpuReading = tuple[float, dict[str, float]]  # (monotonic clock, CPU seconds by 
 
 def cpu_times(servers: Sequence[ServerProcess]) -> CpuReading:
     """The clock, and the CPU seconds (user + system) of each server and of this process."""
-    tick = os.sysconf("SC_CLK_TCK")
-    used = {}
-    for server in servers:
-        with open(f"/proc/{server.pid}/stat") as fh:  # utime, stime: fields 14, 15
-            fields = fh.read().rsplit(")", 1)[1].split()
-        used[f"{server.module} (PID {server.pid})"] = (int(fields[11]) + int(fields[12])) / tick
+    used = {f"{server.module} (PID {server.pid})": cpu_seconds(server.pid) for server in servers}
     mine = os.times()
     used["this benchmark (client, Service stand-in)"] = mine.user + mine.system
     return time.monotonic(), used

@@ -45,14 +45,19 @@ METADATA = "metadata.json"
 COMPRESS_LEVEL = 1
 
 
-def pack_bundle(bundle_dir: Path, metadata: dict[str, Any]) -> bytes:
-    return pack_files(sorted(bundle_dir.iterdir()), metadata)
+def pack_bundle(
+    bundle_dir: Path, metadata: dict[str, Any], *, level: int = COMPRESS_LEVEL
+) -> bytes:
+    return pack_files(sorted(bundle_dir.iterdir()), metadata, level=level)
 
 
-def pack_files(paths: Sequence[Path], metadata: dict[str, Any]) -> bytes:
-    """A tar.gz of `paths` (by file name, with their own mtimes) and metadata.json."""
+def pack_files(
+    paths: Sequence[Path], metadata: dict[str, Any], *, level: int = COMPRESS_LEVEL
+) -> bytes:
+    """A tar.gz of `paths` (by file name, with their own mtimes) and metadata.json, at
+    gzip `level`."""
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=COMPRESS_LEVEL) as tar:
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=level) as tar:
         for path in paths:
             tar.add(path, arcname=path.name, recursive=False)
         data = json.dumps(metadata, indent=2, default=str).encode()

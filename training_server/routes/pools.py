@@ -26,7 +26,6 @@ def _pool_json(pool: PoolRuntime, calibration: bool) -> dict[str, Any]:
     state = pool.state
     last = state.last_success
     live = pool.calibrator.published()
-    extra = {"live_calibration": live.model_dump(mode="json") if live else None}
     return {
         "name": pool.name,
         "model_version": published.version if published else None,
@@ -39,8 +38,10 @@ def _pool_json(pool: PoolRuntime, calibration: bool) -> dict[str, Any]:
         # the training replica that retrains it (its lease; null while none holds it)
         "owner": pool.owner,
         "calibration_updated_at": rfc3339(live.updated_at) if live else None,
-        **(extra if calibration else {}),
-    }
+    } | (
+        # only when asked: the dashboard's and the CLI's listings do without the documents
+        {"live_calibration": live.model_dump(mode="json") if live else None} if calibration else {}
+    )
 
 
 @router.get("/pools", dependencies=require(Access.EPP))
