@@ -5,7 +5,9 @@ Three movements, each for a different kind of change:
 - steady state, adaptive conformal inference (aci_step): up by step * q for every actual
   above its served p90, down by step * (1 - q) for every one at or below it, which keeps the
   long-run share of misses at 1 - q (Gibbs & Candes, 2021). It moves slowly on purpose: one
-  row moves it by at most `step`.
+  row moves it by at most `step`, and by less where the scores are narrow (level_step): the
+  step is meant on the quantile level, as in ACI, so that the factor's memory is about
+  1 / step rows whatever the latencies' spread.
 - a shift (`observe`): the latency changed in a way neither the model nor the slow steps
   follow (a noisy neighbour, a throttled GPU, a new engine version). The newest rows, scored
   against the factor in force now, miss far more or far less often than 1 - q: a binomial
@@ -37,6 +39,12 @@ from shared.live_calibration import MAX_LIVE_LOG_OFFSET
 
 # Scores kept per target: the longest window a shift is looked for in.
 RECENT_SCORES = 400
+# The steps' scale (level_step): the width that holds this share of the recent scores
+# around the quantile, once this many scores are kept; never below this share of `step`
+# (scores all alike still move the factor).
+SPREAD_MASS = 0.1
+SPREAD_MIN_SCORES = 100
+MIN_STEP_SHARE = 0.01
 # Windows of the newest rows tested for a shift (a short one sees a jump first, a long
 # one a moderate drift), and the binomial tail below which their misses say "shift".
 # 8 tests a step: in a steady state a false alarm at most every ~100,000 steps (a day at
@@ -61,6 +69,26 @@ def aci_step(
     their order does not matter, only the count of misses)."""
     misses = int(np.count_nonzero(actual > served))
     return clamp(log_offset + step * (misses - (1.0 - quantile) * len(actual)))
+
+
+def level_step(step: float, scores: np.ndarray, quantile: float) -> float:
+    """The log-factor step per row that moves the covered share by about `step`.
+
+    ACI steps the quantile level; the factor is a log. The two agree where a tenth of the
+    scores around the quantile spans 0.1 or more in log (TTFT's usually do). Decode steps
+    of ~19 ms that vary by 1 % span ~0.003 there: a step of 0.005 then jumps past the
+    whole top decile, the factor forgets all but the last ~8 rows, and it follows the
+    level of the requests that happened to finish together (decoded in the same batches,
+    their residuals are correlated) rather than of the next request, which is served now
+    and finishes hundreds of rows later. So the step is carried through the density
+    measured on the recent scores (SPREAD_MASS of them within the width around the
+    quantile), and never exceeds `step` itself: wide scores step exactly as before."""
+    if len(scores) < SPREAD_MIN_SCORES:
+        return step
+    low_q, high_q = max(0.0, quantile - SPREAD_MASS / 2), min(1.0, quantile + SPREAD_MASS / 2)
+    low, high = np.quantile(scores, [low_q, high_q])
+    scaled = step * float(high - low) / (high_q - low_q)
+    return max(step * MIN_STEP_SHARE, min(step, scaled))
 
 
 def conformal_log_offset(scores: np.ndarray, quantile: float) -> float:
@@ -152,7 +180,8 @@ class LiveFactor:
             self.log_offset = conformal_log_offset(scores[-self._since_shift :], self.quantile)
             self._settling = self._since_shift < SETTLE_ROWS
         else:
-            self.log_offset = aci_step(self.log_offset, actual, served, self.quantile, self.step)
+            step = level_step(self.step, scores, self.quantile)
+            self.log_offset = aci_step(self.log_offset, actual, served, self.quantile, step)
         return n > 0
 
     def rebase(self, old_ms: np.ndarray, new_ms: np.ndarray, actual: np.ndarray) -> float:

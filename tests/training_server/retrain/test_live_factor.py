@@ -17,6 +17,7 @@ from training_server.retrain.live_factor import (
     aci_step,
     binomial_tails,
     conformal_log_offset,
+    level_step,
     shift_length,
     steady_misses,
 )
@@ -35,6 +36,39 @@ def test_aci_step_by_hand() -> None:
     # a miss costs q, a hit 1 - q: 9 hits and 1 miss leave the factor where it was
     assert aci_step(0.3, actual, np.array([1000.0] * 9 + [1.0]), 0.9, 0.05) == pytest.approx(0.3)
     assert aci_step(1.99, actual, np.zeros(10), 0.9, 0.5) == MAX_LIVE_LOG_OFFSET
+
+
+def test_the_step_is_on_the_quantile_level_never_above_the_configured_one() -> None:
+    rng = np.random.default_rng(3)
+    wide = rng.normal(0.0, SIGMA, 400)  # TTFT-like: 0.1 of the scores span ~0.2 here
+    assert level_step(STEP, wide, Q) == STEP
+    narrow = rng.normal(0.0, 0.005, 400)  # decode steps of ~19 ms within 1 %
+    width = float(np.quantile(narrow, 0.95) - np.quantile(narrow, 0.85))
+    assert level_step(STEP, narrow, Q) == pytest.approx(STEP * width / 0.1)
+    assert level_step(STEP, narrow[:99], Q) == STEP  # too few scores to measure a width
+    assert level_step(STEP, np.zeros(400), Q) == pytest.approx(STEP * 0.01)  # still moves
+
+
+def test_a_run_of_misses_on_narrow_scores_moves_the_factor_within_their_spread() -> None:
+    """Rows that finish together share their batches and miss together. On scores 1 %
+    wide, five misses in a row (too few for a shift) must not carry the factor past the
+    distribution: the next request served with it finishes much later, at another level.
+    A fixed log step of 0.005 moved it by 0.0225 here, seven times the scores' width."""
+    rng = np.random.default_rng(4)
+    model = np.full(400, 19.0)
+    actual = model * np.exp(rng.normal(0.0, 0.005, 400))
+    factor = LiveFactor(Q, STEP)
+    for start in range(0, 400, 20):
+        served = model[start : start + 20] * math.exp(factor.log_offset)
+        factor.observe(actual[start : start + 20], served)
+    assert factor.shifts == 0
+    width = float(
+        np.quantile(np.log(actual / model), 0.95) - np.quantile(np.log(actual / model), 0.85)
+    )
+    before = factor.log_offset
+    factor.observe(np.full(5, 20.0), np.full(5, 19.0 * math.exp(before)))  # 5 misses
+    assert factor.shifts == 0
+    assert 0.0 < factor.log_offset - before < width
 
 
 def test_conformal_log_offset_by_hand() -> None:
