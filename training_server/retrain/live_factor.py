@@ -6,8 +6,8 @@ Three movements, each for a different kind of change:
   above its served p90, down by step * (1 - q) for every one at or below it, which keeps the
   long-run share of misses at 1 - q (Gibbs & Candes, 2021). It moves slowly on purpose: one
   row moves it by at most `step`, and by less where the scores are narrow (level_step): the
-  step is meant on the quantile level, as in ACI, so that the factor's memory is about
-  1 / step rows whatever the latencies' spread.
+  step is meant on the quantile level, as in ACI, so that the factor's memory is at least
+  about 1 / step rows whatever the latencies' spread.
 - a shift (`observe`): the latency changed in a way neither the model nor the slow steps
   follow (a noisy neighbour, a throttled GPU, a new engine version). The newest rows, scored
   against the factor in force now, miss far more or far less often than 1 - q: a binomial
