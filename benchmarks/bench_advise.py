@@ -42,7 +42,7 @@ from typing import Any
 from advisor.predictor import Recording
 from advisor.simulate import DEFAULT_POLICIES, PolicyRuns, SeedFigures, Simulation
 from advisor.verdict import Comparison, compare
-from benchmarks.common import say
+from benchmarks.common import say, simulate_command
 from devkit.stores import fill_through_trainer
 from poolsim.engine import Engine
 from poolsim.hardware import Hardware, HardwareSpecError, is_mixed, parse_hardware
@@ -178,28 +178,14 @@ def simulate(
     docs, wall = [], 0.0
     for seed in seeds:
         path = folder / f"simulate-{workload}-{seed}.json"
-        command = [
-            sys.executable,
-            "-m",
-            "latency_cli",
-            "simulate",
-            "--workload",
+        command = simulate_command(
             workload,
-            "--pods",
-            str(args.pods),
-            "--hardware",
-            args.hardware,
-            "--duration",
-            f"{args.sim_duration:g}",
-            "--policies",
+            seed,
+            args.sim_duration,
             policies(args.pool),
-            "--seed",
-            str(seed),
-            "--json",
-            str(path),
-            "--no-regret",
-            "--no-progress",
-        ]
+            path,
+            *("--pods", str(args.pods), "--hardware", args.hardware, "--no-regret"),
+        )
         doc, seconds = run_json(command, path, timeout=3600)
         docs.append(doc)
         wall += seconds

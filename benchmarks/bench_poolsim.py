@@ -27,12 +27,11 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.common import say
+from benchmarks.common import say, simulate_command
 from benchmarks.poolsim_goals import goal_check, summary_table
 from benchmarks.poolsim_tables import (
     Doc,
@@ -87,27 +86,14 @@ def capacity(seconds: float) -> None:
 
 def _run(workload: str, seed: int, args: argparse.Namespace, out: Path) -> subprocess.Popen[bytes]:
     target = out / f"{workload}-seed{seed}.json"
-    command = [
-        sys.executable,
-        "-m",
-        "latency_cli",
-        "simulate",
-        "--workload",
+    command = simulate_command(
         workload,
-        "--pods",
-        str(args.pods),
-        "--duration",
-        str(args.duration),
-        "--policies",
+        seed,
+        args.duration,
         args.policies,
-        "--seed",
-        str(seed),
-        "--json",
-        str(target),
-        "--no-progress",
-        "--hardware",
-        args.hardware,
-    ]
+        target,
+        *("--pods", str(args.pods), "--hardware", args.hardware),
+    )
     if args.speedup is not None:
         command += ["--speedup", str(args.speedup)]
     if seed == 0:

@@ -111,6 +111,31 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def simulate_command(
+    workload: str, seed: int, duration: float, policies: str, json_out: Path, *extra: str
+) -> list[str]:
+    """`latency-predictor simulate` as a subprocess's command line, quiet and writing its
+    JSON to `json_out`; `extra` adds the benchmark's own options (pool shape, roles...)."""
+    return [
+        sys.executable,
+        "-m",
+        "latency_cli",
+        "simulate",
+        "--workload",
+        workload,
+        "--duration",
+        f"{duration:g}",
+        "--policies",
+        policies,
+        "--seed",
+        str(seed),
+        "--json",
+        str(json_out),
+        "--no-progress",
+        *extra,
+    ]
+
+
 # raw HTTP/1.1 on a kept-alive connection -------------------------------------------------
 
 

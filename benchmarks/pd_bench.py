@@ -25,11 +25,10 @@ import argparse
 import asyncio
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import say
+from benchmarks.common import say, simulate_command
 from benchmarks.pd_tables import goal_table, role_table
 from benchmarks.poolsim_tables import table
 from poolsim.engine import Engine
@@ -93,27 +92,14 @@ def capacity(workloads: list[str], seconds: float, offered: float) -> None:
 
 def _run(workload: str, seed: int, args: argparse.Namespace, out: Path) -> None:
     roles, scale = SCENARIOS[workload]
-    command = [
-        sys.executable,
-        "-m",
-        "latency_cli",
-        "simulate",
-        "--workload",
+    command = simulate_command(
         workload,
-        "--roles",
-        roles,
-        "--rate-scale",
-        str(scale),
-        "--duration",
-        str(args.duration),
-        "--policies",
+        seed,
+        args.duration,
         args.policies,
-        "--seed",
-        str(seed),
-        "--json",
-        str(out / f"{workload}-seed{seed}.json"),
-        "--no-progress",
-    ]
+        out / f"{workload}-seed{seed}.json",
+        *("--roles", roles, "--rate-scale", str(scale)),
+    )
     subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, check=True, timeout=3600)
 
 
