@@ -31,7 +31,8 @@ def ttft_rows(n: int, seed: int) -> list[dict[str, Any]]:
 def test_the_files_coverage_does_not_hang_on_which_rows_are_held_out() -> None:
     """Six orders of the same 1,600 rows (a retrain's TTFT window in the legacy e2e test):
     the files' coverage of 3,000 new rows stays within 0.03. One probe on one held-out fifth
-    put it anywhere in 0.886-0.932 over these orders (0.970 once in CI)."""
+    put it anywhere in 0.886-0.932 over these orders (and the e2e legacy test's files at
+    0.970 once in CI)."""
     settings = TrainingSettings(n_estimators=100)
     fit = LegacyFit.of(settings, Target.TTFT, threads=1)
     names = settings_columns(settings, Target.TTFT)
