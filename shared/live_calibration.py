@@ -3,9 +3,11 @@ moves every second, written by the leading trainer and read by every server.
 
     <model_dir>/calibration.json
 
-The leading trainer tracks how often the p90s the EPP acted on (the `predicted_*_ms` of
-each training row) were exceeded, and moves one log-factor per target against the misses
-(adaptive conformal inference, training_server.retrain.live_calibration). It rewrites this small
+The leading trainer scores the newest rows against what the served bundle answers for them,
+and moves one log-factor per target against the misses (adaptive conformal inference,
+training_server.retrain.live_calibration), plus a slow gap stepped on the p90s the EPP
+acted on (the `predicted_*_ms` of each training row; training_server.retrain.served_gap):
+`log_offset` is what is served, `served_gap` the part of it that is the gap. It rewrites this small
 file atomically after each step; every prediction server re-reads it when it changes and
 multiplies its answers by the factor, on top of the bundle's own conformal factor
 (training_server.retrain.cross_conformal; both multiply in shared.served). A model
@@ -55,6 +57,21 @@ class TargetLiveCalibration(BaseModel):
     recent_coverage: float | None = Field(
         None, ge=0.0, le=1.0, description="share of recent actuals at or below the served p90"
     )
+    served_gap: float = Field(
+        0.0,
+        ge=-MAX_LIVE_LOG_OFFSET,
+        le=MAX_LIVE_LOG_OFFSET,
+        description="the part of log_offset stepped on the served p90s alone (the rest is "
+        "the factor scored on the rows as they arrive); kept so a new leader resumes both",
+    )
+    served_level: float = Field(
+        0.0, ge=-1.0, le=1.0, description="the quantile level the served gap adds"
+    )
+
+    @property
+    def factor_log_offset(self) -> float:
+        """The factor scored on the rows as they arrive, without the served gap."""
+        return self.log_offset - self.served_gap
 
 
 class LiveCalibration(BaseModel):

@@ -39,6 +39,7 @@ from training_server.retrain.live_calibration import REBASE_MIN_ROWS, REBASE_ROW
 from training_server.retrain.live_factor import LiveFactor
 from training_server.retrain.schedule import RetrainSchedule
 from training_server.retrain.scoring import served_ms
+from training_server.retrain.served_gap import ServedGap
 from training_server.retrain.target import train_target
 
 # Batches between the last row a retrain saw and the first batch its model answers.
@@ -131,6 +132,7 @@ class TargetReplay:
         self.pending: list[tuple[int, RetrainerFit]] = []  # (first batch it answers, fit)
         q, step = settings.quantile_alpha, settings.calibration_step
         self.live = LiveFactor(q, step)  # as the leading trainer moves it
+        self.gap = ServedGap(q, step)  # and its gap, on the served p90s
 
     def batch(self, k: int, batch: np.ndarray, warmup: int) -> None:
         """Batch `k` (row positions `batch`): serve, score from `warmup` on, move the live
@@ -157,7 +159,10 @@ class TargetReplay:
                 )
         adaptive = self.settings.calibration is Calibration.ADAPTIVE
         if adaptive and trained and len(scored):
-            self.live.observe(data.actual[scored], served, scored)
+            # The factor scores the answers without the gap; the gap what was served.
+            without_gap = served / math.exp(self.gap.log_offset)
+            self.live.observe(data.actual[scored], without_gap, scored)
+            self.gap.observe(data.actual[scored], served)
         if self.schedule.due(k, int(batch[-1]) + 1):
             self._retrain(k, int(batch[-1]) + 1)
 
@@ -166,7 +171,7 @@ class TargetReplay:
         trained = serving is not None and serving.fit.model is not None
         if serving is not None and trained:
             asked = _subset(self.data.ask, scored)
-            live = math.exp(self.live.log_offset)
+            live = math.exp(self.live.log_offset + self.gap.log_offset)
             return trained, served_ms(serving.backend, serving.fit, asked) * live
         # what the prediction server answers before a model of this target
         return trained, prior_predict(self.target, _subset(self.data.ask, scored))

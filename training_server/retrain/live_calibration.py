@@ -11,10 +11,10 @@ made); in a pool whose rows fall into groups (P/D roles, hardware classes), one 
 group as well (retrain.live_groups). The rows are newer than the bundle's training rows, so
 these are out-of-sample answers; scoring the p90 each row was served instead
 (`predicted_*_ms`) would score rows predicted by the previous bundle, or the prior, against
-this one's factor for as long as its requests take. The served p90s still give
-`recent_coverage`, what the EPP saw. The factor is published in
-<model_dir>/calibration.json (shared.live_calibration) for every prediction server.
-Followers only read that file.
+this one's factor for as long as its requests take. The served p90s move a slow gap on
+top (retrain.served_gap: what the factor misses as rows arrive long after their p90 was
+served) and give `recent_coverage`. Both are published in <model_dir>/calibration.json
+(shared.live_calibration) for every prediction server; followers only read that file.
 
 Only targets the serving bundle has a trained model for are corrected: the cold-start prior
 is a documented formula, and its misses say nothing about the next model.
@@ -46,8 +46,9 @@ from shared.slot import BundleSlot
 from shared.targets import TARGETS, Target
 from training_server.bundle_share import BundleShare
 from training_server.metrics import TrainingMetrics
-from training_server.retrain.live_factor import LiveFactor
-from training_server.retrain.live_groups import GroupFactors, GroupRows, group_names
+from training_server.retrain.live_factor import LiveFactor, clamp
+from training_server.retrain.live_groups import EppRows, GroupFactors, GroupRows, group_names
+from training_server.retrain.served_gap import ServedGap
 from training_server.store import SampleStore
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ class LiveCalibrator:
         self.state: LiveCalibration | None = None  # the leader's own, once it has led
         self._recent = {t: deque[bool](maxlen=RECENT_ROWS) for t in TARGETS}
         self._factors: dict[Target, LiveFactor] = {}
+        self._gaps: dict[Target, ServedGap] = {}
         self._groups = GroupFactors(settings.quantile_alpha, settings.calibration_step)
         self._corrected: LoadedBundle | None = None  # the bundle the factors correct
         self._lock = threading.Lock()
@@ -150,10 +152,12 @@ class LiveCalibrator:
             )
             write_live_calibration(self.settings.model_dir, published)
         self.state = published
+        q, step = self.settings.quantile_alpha, self.settings.calibration_step
         self._factors = {
-            t: LiveFactor(
-                self.settings.quantile_alpha, self.settings.calibration_step, e.log_offset
-            )
+            t: LiveFactor(q, step, e.factor_log_offset) for t, e in published.targets.items()
+        }
+        self._gaps = {
+            t: ServedGap(q, step, e.served_level, e.served_gap, e.rows > 0)
             for t, e in published.targets.items()
         }
         self._groups = GroupFactors(
@@ -195,10 +199,11 @@ class LiveCalibrator:
             rows.columns.get("pod_type"), rows.columns.get("pod_class"), len(rows.ids)
         )
         for target in TARGETS:
-            entry, factor = targets[target], self._factors[target]
+            entry, factor, gap = targets[target], self._factors[target], self._gaps[target]
             measured = (rows.actual[target] > 0) & fresh
             if not measured.any() or bundle is None or not bundle.has_model(target):
-                targets[target] = entry.model_copy(update={"log_offset": factor.log_offset})
+                now = clamp(factor.log_offset + gap.log_offset)
+                targets[target] = entry.model_copy(update={"log_offset": now})
                 continue
             actual = rows.actual[target][measured]
             served = answers[target][measured] * math.exp(factor.log_offset)
@@ -208,17 +213,21 @@ class LiveCalibrator:
             if factor.observe(actual, served, rows.ids[measured]):
                 self._shifted(target, "", factor)
             epp_measured = (rows.actual[target] > 0) & ~np.isnan(rows.predicted[target])
+            epp = EppRows(names[epp_measured], epp_actual, epp_served)
+            gap.observe(epp.actual, epp.served)  # every row, as the pool's factor
             shifted = self._groups.observe(
                 target,
                 GroupRows(names[measured], actual, answers[target][measured], rows.ids[measured]),
                 pool_log_offset,
-                (names[epp_measured], epp_actual, epp_served),
+                epp,
             )
             for name in shifted:
                 self._shifted(target, name, self._groups.factors[name][target])
             recent = self._recent[target]
             targets[target] = TargetLiveCalibration(
-                log_offset=factor.log_offset,
+                log_offset=clamp(factor.log_offset + gap.log_offset),
+                served_gap=gap.log_offset,
+                served_level=gap.level,
                 rows=entry.rows + len(actual),
                 recent_coverage=float(np.mean(recent)) if recent else None,
             )

@@ -6,9 +6,10 @@ down (a noisy neighbour, a throttled GPU) its rows miss far more often than 1 - 
 other classes' rows are covered more than enough, and the pool's factor lands in between;
 a prefill pod's TTFT and a decode pod's blur alike. Each group seen in the rows therefore
 gets a LiveFactor of its own per target, moved by that group's rows only, with the same
-steps, shift test and rebase as the pool's (retrain.live_factor). A group's factor starts
-where the pool's stands when the group first appears, so a pool of a single group serves
-exactly what the pool's factor would. Rows of no group keep the pool's factor.
+steps, shift test and rebase as the pool's (retrain.live_factor), and a ServedGap of its own
+stepped on the p90s its rows were served (retrain.served_gap). A group's factor starts
+where the pool's stands when the group first appears (its gap at none), so a pool of a
+single group serves exactly what the pool's factor would. Rows of no group keep the pool's factor.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import numpy as np
 from shared.live_calibration import TargetLiveCalibration
 from shared.live_groups import group_name
 from shared.targets import Target
-from training_server.retrain.live_factor import LiveFactor
+from training_server.retrain.live_factor import LiveFactor, clamp
+from training_server.retrain.served_gap import ServedGap
 
 # Labels are open-ended: a client sending a new pod_class per row must not grow the
 # leader's state or the file without bound. Groups past this many keep the pool's factor.
@@ -38,6 +40,15 @@ class GroupRows:
     actual: np.ndarray
     answers: np.ndarray  # the bundle's answers without any live factor
     ids: np.ndarray
+
+
+@dataclass(frozen=True)
+class EppRows:
+    """The rows of one step that carry the p90 the EPP acted on for a target."""
+
+    names: np.ndarray  # group name per row ("" for none), object array
+    actual: np.ndarray
+    served: np.ndarray  # the p90 the EPP acted on
 
 
 def group_names(
@@ -63,13 +74,21 @@ class GroupFactors:
             name: dict(targets) for name, targets in (published or {}).items()
         }
         self.factors: dict[str, dict[Target, LiveFactor]] = {
-            name: {t: LiveFactor(quantile, step, e.log_offset) for t, e in targets.items()}
+            name: {t: LiveFactor(quantile, step, e.factor_log_offset) for t, e in targets.items()}
+            for name, targets in self.entries.items()
+        }
+        self.gaps: dict[str, dict[Target, ServedGap]] = {
+            name: {
+                t: ServedGap(quantile, step, e.served_level, e.served_gap, e.rows > 0)
+                for t, e in targets.items()
+            }
             for name, targets in self.entries.items()
         }
         self._recent: dict[tuple[str, Target], deque[bool]] = {}
 
     def factor(self, name: str, target: Target, pool_log_offset: float) -> LiveFactor | None:
-        """`name`'s factor for `target`, started at the pool's when new; None past the cap."""
+        """`name`'s factor for `target`, started at the pool's when new (its gap at none:
+        the gap needs the group's own served rows); None past the cap."""
         targets = self.factors.get(name)
         if targets is None:
             if len(self.factors) >= MAX_LIVE_GROUPS:
@@ -77,6 +96,7 @@ class GroupFactors:
             targets = self.factors[name] = {}
         if target not in targets:
             targets[target] = LiveFactor(self.quantile, self.step, pool_log_offset)
+            self.gaps.setdefault(name, {})[target] = ServedGap(self.quantile, self.step)
         return targets[target]
 
     def observe(
@@ -84,28 +104,31 @@ class GroupFactors:
         target: Target,
         rows: GroupRows,
         pool_log_offset: float,
-        epp: tuple[np.ndarray, np.ndarray, np.ndarray],
+        epp: EppRows,
     ) -> list[str]:
         """Move each group's factor on its rows (`pool_log_offset`: the pool's factor these
-        rows were scored against, where a new group starts); `epp` is (group, actual,
-        served p90) of what the EPP was served, for recent_coverage. Returns the groups
-        whose factor found a shift."""
+        rows were scored against, where a new group starts) and its gap on what the EPP
+        was served (`epp`, also for recent_coverage). Returns the groups whose factor
+        found a shift."""
         shifted = []
         for name in sorted(set(rows.names.tolist()) - {""}):
             factor = self.factor(name, target, pool_log_offset)
             if factor is None:
                 continue
             mine = rows.names == name
+            gap = self.gaps[name][target]
+            epp_mine = epp.names == name
             served = rows.answers[mine] * math.exp(factor.log_offset)
             if factor.observe(rows.actual[mine], served, rows.ids[mine]):
                 shifted.append(name)
+            gap.observe(epp.actual[epp_mine], epp.served[epp_mine])
             recent = self._recent.setdefault((name, target), deque(maxlen=RECENT_ROWS))
-            epp_names, epp_actual, epp_served = epp
-            epp_mine = epp_names == name
-            recent.extend((epp_actual[epp_mine] <= epp_served[epp_mine]).tolist())
+            recent.extend((epp.actual[epp_mine] <= epp.served[epp_mine]).tolist())
             entry = self.entries.setdefault(name, {}).get(target, TargetLiveCalibration())
             self.entries[name][target] = TargetLiveCalibration(
-                log_offset=factor.log_offset,
+                log_offset=clamp(factor.log_offset + gap.log_offset),
+                served_gap=gap.log_offset,
+                served_level=gap.level,
                 rows=entry.rows + int(np.count_nonzero(mine)),
                 recent_coverage=float(np.mean(recent)) if recent else None,
             )
@@ -114,8 +137,9 @@ class GroupFactors:
     def rebased(self, name: str, target: Target) -> None:
         """Publish `name`'s factor for `target` after a rebase moved it."""
         entry = self.entries.setdefault(name, {}).get(target, TargetLiveCalibration())
-        factor = self.factors[name][target]
-        self.entries[name][target] = entry.model_copy(update={"log_offset": factor.log_offset})
+        factor, gap = self.factors[name][target], self.gaps[name][target]
+        served = clamp(factor.log_offset + gap.log_offset)
+        self.entries[name][target] = entry.model_copy(update={"log_offset": served})
 
     def published(self) -> dict[str, dict[Target, TargetLiveCalibration]]:
         return {name: dict(targets) for name, targets in self.entries.items() if targets}

@@ -23,6 +23,7 @@ from tests.apps import app_of
 from tests.training_server.conftest import OpenClient, ingest, train
 from training_server.retrain.live_calibration import REBASE_MIN_ROWS
 from training_server.retrain.live_factor import conformal_log_offset
+from training_server.retrain.served_gap import MAX_LEVEL_GAP, WARMUP_ROWS
 
 
 def slower_rows(n: int, seed: int, scale: float, served: bool = True) -> list[dict[str, Any]]:
@@ -266,3 +267,43 @@ def test_prefill_and_decode_rows_get_factors_of_their_own(open_client: OpenClien
     # the same features but the role's code: the answers differ by the two factors (the
     # bundle, trained on rows of random roles, may answer the roles a little apart)
     assert prefill_p90 > 2 * decode_p90
+
+
+def served_at(
+    rows: list[dict[str, Any]], low: float, high: float, seed: int
+) -> list[dict[str, Any]]:
+    """`rows` with the p90 the EPP acted on between `low` and `high` x each actual."""
+    rng = np.random.default_rng(seed)
+    for row in rows:
+        for t in Target:
+            if row[t.actual_field] > 0:
+                row[t.predicted_field] = row[t.actual_field] * float(rng.uniform(low, high))
+    return rows
+
+
+def test_the_served_p90s_move_a_gap_of_their_own_which_a_new_leader_resumes(
+    open_client: OpenClient,
+) -> None:
+    """Rows at the level the bundle learnt, but the p90 the EPP acted on for every one of
+    them was missed (served long before, at another level): the factor, scored on arrival,
+    has nothing to follow; the gap, scored on what was served, rises once the first rows
+    (those the prior served) are past, and the file serves the sum. A new leader resumes
+    both parts where they stood."""
+    client = open_client(calibration_step=0.01)
+    train(client)
+    tick(client)
+    ingest(client, served_at(synthetic_rows(2 * WARMUP_ROWS + 600, seed=13), 0.3, 0.9, 14))
+    tick(client)
+    for entry in published_of(client).targets.values():
+        assert entry.served_level == MAX_LEVEL_GAP
+        assert entry.served_gap > 0.0
+        assert entry.log_offset == pytest.approx(entry.factor_log_offset + entry.served_gap)
+
+    app_of(client).state.pools.default.calibrator.state = None  # as a new leader starts
+    tick(client)
+    ingest(client, served_at(synthetic_rows(200, seed=15), 1.5, 2.0, 16))  # all covered
+    tick(client)
+    for target, entry in published_of(client).targets.items():
+        covered = sum(1 for r in synthetic_rows(200, seed=15) if r[target.actual_field] > 0)
+        # no rows skipped, and the level steps down from where it stood
+        assert entry.served_level == pytest.approx(MAX_LEVEL_GAP - 0.001 * 0.1 * covered)
