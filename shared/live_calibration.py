@@ -32,6 +32,7 @@ from shared.artifact import replace_file
 from shared.targets import Target
 
 LIVE_CALIBRATION = "calibration.json"
+CALIBRATION_FORMAT = 1
 # Live factors stay within e^-2..e^2 (0.14x..7.4x): beyond that the model, not its
 # calibration, is what needs fixing, and a runaway factor must not reach the EPP.
 MAX_LIVE_LOG_OFFSET = 2.0
@@ -49,8 +50,12 @@ class LiveOffsets:
 NO_LIVE_OFFSETS = LiveOffsets()
 
 
+# Fields this release does not know are ignored, not refused: trainers and prediction
+# servers are separate Deployments, updated in no set order, and a server that refused a
+# newer trainer's file would keep a stale factor until its own update. A change of what a
+# known field means bumps `format_version` instead.
 class TargetLiveCalibration(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
 
     log_offset: float = Field(0.0, ge=-MAX_LIVE_LOG_OFFSET, le=MAX_LIVE_LOG_OFFSET)
     rows: int = Field(0, ge=0, description="served predictions scored so far")
@@ -75,9 +80,10 @@ class TargetLiveCalibration(BaseModel):
 
 
 class LiveCalibration(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
 
-    format_version: int = 1
+    # A file of a newer format is refused (the reader keeps the last one it read).
+    format_version: int = Field(CALIBRATION_FORMAT, ge=1, le=CALIBRATION_FORMAT)
     updated_at: datetime
     quantile: float
     through_sample_id: int = Field(ge=0, description="last training row taken into account")

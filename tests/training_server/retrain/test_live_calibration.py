@@ -4,7 +4,9 @@ test_live_factor)."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -132,6 +134,33 @@ def test_reader_follows_replacements_and_keeps_the_last_good_file(
     good = reader.current
     (model_dir / "calibration.json").write_text('{"format_version": 1, "quantile": "x"}')
     with pytest.raises(ValueError, match=r"calibration\.json"):
+        reader.poll()
+    assert reader.current is good
+
+
+def test_a_newer_trainers_file_is_read_for_the_fields_known_and_a_newer_format_refused(
+    tmp_path: Path,
+) -> None:
+    """Trainers and prediction servers are updated in no set order: a field this release
+    does not know is skipped; a newer format (a known field that changed meaning) is not
+    served at all, and the last file read stays."""
+    entry = {"log_offset": 0.25, "rows": 10, "from_a_later_release": 1.0}
+    doc = {
+        "updated_at": "2026-12-06T10:00:00Z",
+        "quantile": 0.9,
+        "through_sample_id": 7,
+        "targets": {"ttft": entry, "tpot": entry},
+        "groups": {"decode": {"tpot": entry}},
+        "a_later_field": {"x": 1},
+    }
+    (tmp_path / "calibration.json").write_text(json.dumps(doc))
+    reader = LiveCalibrationReader(tmp_path)
+    assert reader.poll()
+    offsets = reader.log_offsets(0.9)
+    assert offsets.pool[Target.TTFT] == 0.25 and offsets.groups["decode"][Target.TPOT] == 0.25
+    good = reader.current
+    (tmp_path / "calibration.json").write_text(json.dumps({**doc, "format_version": 2}))
+    with pytest.raises(ValueError, match="format_version"):
         reader.poll()
     assert reader.current is good
 
