@@ -29,6 +29,7 @@ import importlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -60,6 +61,12 @@ LIBRARIES = {ModelType.XGBOOST: "xgboost", ModelType.LIGHTGBM: "lightgbm"}
 # often, in sync intervals: a listing that came from a replica behind the others must not
 # leave a pool unsynced, nor the trainer's fleet view without a report.
 FULL_SYNC_INTERVALS = 10
+# A new bundle waits for the live factors rebased onto it (ModelWatcher._paired): the leader
+# rebases within milliseconds of publishing, so this server looks again every
+# PAIR_POLL_SEC, and serves the bundle anyway after PAIR_WAIT_SEC (a trainer whose live
+# calibration stopped must not hold bundles back).
+PAIR_POLL_SEC = 0.1
+PAIR_WAIT_SEC = 3.0
 
 
 def lower_priority() -> None:
@@ -108,6 +115,8 @@ class ModelWatcher:
         self._listing: tuple[str | None, bytes | None] | None = None  # news not taken yet
         self._listed_calibration: bytes | None = None  # the last one taken
         self._wake = asyncio.Event()
+        # A new bundle loaded before the live factors rebased onto it: (bundle, since).
+        self._pending: tuple[LoadedBundle, float] | None = None
 
     def open(self) -> None:
         """Start the HTTP client for LATENCY_SYNC_FROM_TRAINER (call on the event loop)."""
@@ -169,7 +178,7 @@ class ModelWatcher:
         a new version was swapped in."""
         async with self._lock:
             await self._poll_live()
-            bundle = await self._load_new_version() or self.slot.serving
+            bundle = self._paired(await self._load_new_version()) or self.slot.serving
             previous = self.slot.publish(bundle, live=self.live.log_offsets(bundle.quantile))
             bundle = self.slot.serving
             if bundle is previous:
@@ -185,10 +194,35 @@ class ModelWatcher:
             log.info("serving bundle %s (was %s)", bundle.version, previous.version)
             return True
 
+    def _paired(self, loaded: LoadedBundle | None) -> LoadedBundle | None:
+        """`loaded` (a new bundle) if it can be served now, else None and it waits: while
+        the live calibration file still names the bundle served, its factors correct that
+        one, and the new bundle is served once the leader has rebased them onto it (at
+        once on publication, so usually by this server's next look; PAIR_WAIT_SEC at
+        most, for a trainer whose calibration stopped)."""
+        pending, self._pending = self._pending, None
+        if loaded is None:
+            return None
+        live = self.live.current
+        stale = (
+            live is not None
+            and live.bundle_version is not None
+            and live.bundle_version == self.slot.serving.version
+            and live.bundle_version != loaded.version
+        )
+        now = time.monotonic()
+        since = pending[1] if pending is not None and pending[0] is loaded else now
+        if stale and now - since < PAIR_WAIT_SEC:
+            self._pending = (loaded, since)
+            return None
+        return loaded
+
     async def _load_new_version(self) -> LoadedBundle | None:
         version = await self._off_path(read_current_version, self.settings.model_dir)
         if version is None or version == self.slot.serving.version or version in self.refused:
             return None
+        if self._pending is not None and self._pending[0].version == version:
+            return self._pending[0]  # loaded already, waiting for its live factors
         imported, self._imported = self._imported, None
         if imported is not None and imported.version == version:
             return imported  # mirrored just now: loaded by its import's verification
@@ -292,8 +326,11 @@ class ModelWatcher:
                     log.exception(
                         "model watch step failed; still serving %s", self.slot.serving.version
                     )
-                with contextlib.suppress(TimeoutError):  # a listing's news wakes it early
-                    await asyncio.wait_for(self._wake.wait(), interval)
+                # A bundle waiting for its live factors looks again soon; a listing's news
+                # wakes it early.
+                wait = PAIR_POLL_SEC if self._pending is not None else interval
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), wait)
 
 
 def _older_calibration(data: bytes, local: bytes | None) -> bool:

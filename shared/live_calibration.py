@@ -87,6 +87,11 @@ class LiveCalibration(BaseModel):
     updated_at: datetime
     quantile: float
     through_sample_id: int = Field(ge=0, description="last training row taken into account")
+    # The bundle whose answers these factors correct (None: not said). A prediction server
+    # that loaded a newer bundle first waits for the factors rebased onto it
+    # (prediction_server.watcher): the old bundle's factors on the new bundle are wrong by
+    # what the new one corrects itself (after a shift, by 20 % and more).
+    bundle_version: str | None = None
     targets: dict[Target, TargetLiveCalibration]
     # per group of rows (shared.live_groups): the factor its rows are served with
     groups: dict[str, dict[Target, TargetLiveCalibration]] = Field(default_factory=dict)

@@ -5,17 +5,27 @@ drops the factor when the file goes away."""
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
+from prediction_server import watcher
 from shared.live_calibration import LIVE_CALIBRATION
 from shared.targets import Target
 from tests.apps import app_of
 from tests.conftest import publish_trained_bundle
 from tests.polling import eventually
-from tests.prediction_server.helpers import WAIT_S, epp_rows, metric_value, running_app, strict
+from tests.prediction_server.helpers import (
+    WAIT_S,
+    epp_rows,
+    metric_value,
+    running_app,
+    served_version,
+    strict,
+    wait_serving,
+)
 from tests.prediction_server.test_sync import live_calibration_json
 
 ROWS = epp_rows(8, seed=70)
@@ -149,3 +159,31 @@ def test_rows_of_each_pd_role_and_class_take_their_groups_factor(model_dir: Path
     expected = [0.4, 0.1, -0.3, 0.1] * 2
     for t0, t1, offset in zip(plain, served, expected, strict=True):
         assert t1 == pytest.approx(t0 * math.exp(offset), rel=1e-6)
+
+
+def test_a_new_bundle_waits_for_the_live_factors_rebased_onto_it(
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file names the bundle its factors correct. A newer bundle is not served with the
+    factors made for the one before (wrong by what the new one corrects itself: after a
+    shift by 20 % and more): it waits until the file names it, and no longer than
+    PAIR_WAIT_SEC (a trainer whose live calibration stopped)."""
+    path = model_dir / LIVE_CALIBRATION
+    first = publish_trained_bundle(model_dir, seed=1).version
+    path.write_bytes(live_calibration_json(ttft=0.3, tpot=0.1, bundle_version=first))
+    with running_app(model_dir) as client:
+        wait_serving(client, first)
+        second = publish_trained_bundle(model_dir, seed=2).version
+        deadline = time.monotonic() + 0.5  # ten of the watcher's looks
+        while time.monotonic() < deadline:
+            assert served_version(client) == first
+            time.sleep(0.05)
+        path.write_bytes(live_calibration_json(ttft=-0.1, tpot=0.0, bundle_version=second))
+        wait_serving(client, second)
+        assert client.get("/status").json()["calibration"]["ttft"]["live_log_offset"] == -0.1
+
+        monkeypatch.setattr(watcher, "PAIR_WAIT_SEC", 0.3)
+        third = publish_trained_bundle(model_dir, seed=3).version
+        started = time.monotonic()
+        wait_serving(client, third)  # the file never names it
+        assert time.monotonic() - started >= 0.3

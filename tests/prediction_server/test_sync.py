@@ -266,12 +266,14 @@ def live_calibration_json(
     tpot: float,
     quantile: float = 0.9,
     groups: dict[str, dict[Target, float]] | None = None,
+    bundle_version: str | None = None,
 ) -> bytes:
     return (
         LiveCalibration(
             updated_at=datetime.now(UTC),
             quantile=quantile,
             through_sample_id=1,
+            bundle_version=bundle_version,
             targets={
                 Target.TTFT: TargetLiveCalibration(log_offset=ttft),
                 Target.TPOT: TargetLiveCalibration(log_offset=tpot),

@@ -99,6 +99,8 @@ class LiveCalibrator:
         self._corrected: LoadedBundle | None = None  # the bundle the factors correct
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._wake = threading.Event()  # a bundle was published: rebase now
+        slot.on_publish(self._wake.set)
         self._thread: threading.Thread | None = None
 
     def offsets(self) -> LiveOffsets:
@@ -149,6 +151,7 @@ class LiveCalibrator:
                 quantile=self.settings.quantile_alpha,
                 through_sample_id=self.store.max_sample_id(),
                 targets={t: TargetLiveCalibration() for t in TARGETS},
+                bundle_version=self.slot.published.version if self.slot.published else None,
             )
             write_live_calibration(self.settings.model_dir, published)
         self.state = published
@@ -180,7 +183,8 @@ class LiveCalibrator:
         )
         bundle = self.slot.published
         rebased = self._rebase(bundle)
-        if not len(rows.ids) and not rebased:
+        version = bundle.version if bundle else None
+        if not len(rows.ids) and not rebased and version == self.state.bundle_version:
             return False
         targets = dict(self.state.targets)
         scored = False
@@ -240,6 +244,7 @@ class LiveCalibrator:
                 "through_sample_id": newest,
                 "targets": targets,
                 "groups": self._groups.published(),
+                "bundle_version": version,
             }
         )
         write_live_calibration(self.settings.model_dir, self.state)
@@ -342,11 +347,16 @@ class LiveCalibrator:
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.settings.calibration_interval_sec):
+        while True:
+            self._wake.wait(self.settings.calibration_interval_sec)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             try:
                 self.tick()
             except Exception:  # a store hiccup: the factor just waits for the next tick
