@@ -10,7 +10,6 @@ and applied to every bundle published, so no writer can publish a bundle without
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 
 from shared.live_calibration import NO_LIVE_OFFSETS, LiveOffsets
 from shared.predictor import LoadedBundle, prior_bundle
@@ -23,12 +22,6 @@ class BundleSlot:
         self._serving = published or prior
         self._live = NO_LIVE_OFFSETS
         self._lock = threading.Lock()
-        self._listeners: list[Callable[[], None]] = []
-
-    def on_publish(self, listener: Callable[[], None]) -> None:
-        """Call `listener` after every bundle published (the live calibration rebases its
-        factors onto a new bundle at once rather than at its next tick)."""
-        self._listeners.append(listener)
 
     @property
     def serving(self) -> LoadedBundle:
@@ -48,9 +41,7 @@ class BundleSlot:
             if live is not None:
                 self._live = live
             previous, self._serving = self._serving, bundle.with_live(self._live)
-        for listener in self._listeners:
-            listener()
-        return previous
+            return previous
 
     def set_live(self, live: LiveOffsets) -> LoadedBundle:
         """New live factors for the bundle served and every later one; returns the bundle

@@ -99,8 +99,6 @@ class LiveCalibrator:
         self._corrected: LoadedBundle | None = None  # the bundle the factors correct
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._wake = threading.Event()  # a bundle was published: rebase now
-        slot.on_publish(self._wake.set)
         self._thread: threading.Thread | None = None
 
     def offsets(self) -> LiveOffsets:
@@ -347,16 +345,11 @@ class LiveCalibrator:
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
-        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
 
     def _loop(self) -> None:
-        while True:
-            self._wake.wait(self.settings.calibration_interval_sec)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
+        while not self._stop.wait(self.settings.calibration_interval_sec):
             try:
                 self.tick()
             except Exception:  # a store hiccup: the factor just waits for the next tick

@@ -134,6 +134,12 @@ class PoolsLoop:
         if record is not None and record is not before and chose:
             self._choice_seconds[member.name] = record.duration_s
 
+    def _calibrate(self, member: PoolMember) -> None:
+        try:
+            member.calibrator.tick()
+        except Exception:  # a store hiccup: the factor just waits for the next tick
+            log.exception("live calibration of pool %s failed", member.name)
+
     def run_due(self) -> float:
         """Tick every pool whose schedule is due, and the live calibrations when theirs
         is; returns the seconds until the next is due."""
@@ -150,17 +156,19 @@ class PoolsLoop:
                 overrun = self.overrun(member.name, started)
                 behind = keeps_choice(late_by, busy, interval, overrun)
                 before = member.retrainer.state.last_success
+                served = member.retrainer.slot.published
                 wait = member.retrainer.tick(behind=behind)
                 self._note_choice(member, before)
+                if member.retrainer.slot.published is not served:
+                    # Prediction servers serve a new bundle once the live factors are
+                    # rebased onto it (the file names it): rebase now, not at the next tick.
+                    self._calibrate(member)
                 ended = time.monotonic()
                 self._busy.append((ended, ended - started, member.name))
                 self._next_tick[member.name] = ended + wait
         if time.monotonic() >= self._next_calibration:
             for member in members:
-                try:
-                    member.calibrator.tick()
-                except Exception:  # a store hiccup: the factor just waits for the next tick
-                    log.exception("live calibration of pool %s failed", member.name)
+                self._calibrate(member)
             self._next_calibration = time.monotonic() + self.calibration_interval
         soonest = min([self._next_calibration, *self._next_tick.values()])
         return max(0.0, soonest - time.monotonic())

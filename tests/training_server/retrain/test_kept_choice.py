@@ -1,7 +1,8 @@
 """A retrain behind its interval keeps each target's last model choice: the same candidate,
 refitted on the new rows with the factor it was chosen with (retrain.target.KeptChoice),
 and the retrain loop asks for it when a pool's tick comes late or the loop is busy
-(retrain.loop)."""
+(retrain.loop); the loop also rebases the live factors onto each bundle a retrain
+published at once."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from shared.live_calibration import read_live_calibration
 from shared.targets import TARGETS
 from tests.polling import eventually
 from tests.training_server.retrain.test_retrainer import add, make
@@ -128,3 +130,30 @@ def test_a_late_tick_keeps_the_choice_even_when_the_loop_is_idle(
     assert loop.last_choice_seconds("default") == first.duration_s
     assert loop.last_choice_seconds("other") is None
     assert loop.overrun("default", time.monotonic()) == 0.0  # no other pool to delay
+
+
+def test_the_loop_rebases_the_live_factors_onto_a_new_bundle_at_once(
+    tmp_path: Path, store: SampleStore, migrated_url: str
+) -> None:
+    """Prediction servers serve a new bundle once the live calibration file names it (the
+    factors made for the bundle before are wrong on it): the loop ticks the pool's live
+    calibration right after a retrain published, not at its next tick (a minute here)."""
+    retrainer, loop = one_pool_loop(tmp_path, store, migrated_url, interval=0.01)
+    model_dir = retrainer.settings.model_dir
+
+    def named() -> str | None:
+        calibration = read_live_calibration(model_dir)
+        return calibration.bundle_version if calibration else None
+
+    def retrained(n: int) -> bool:
+        return loop.run_due() >= 0 and len(store.list_retrains()) == n
+
+    versions = []
+    for retrains, seed in ((1, 4), (2, 5)):
+        add(store, 400, seed=seed)
+        eventually(lambda: retrained(retrains), 10.0, "a retrain")  # noqa: B023
+        bundle = retrainer.slot.published
+        assert bundle is not None
+        versions.append(bundle.version)
+        assert named() == bundle.version
+    assert versions[0] != versions[1]

@@ -22,7 +22,6 @@ from shared.live_calibration import (
 )
 from shared.targets import Target
 from tests.apps import app_of
-from tests.polling import eventually
 from tests.training_server.conftest import OpenClient, ingest, train
 from training_server.retrain.live_calibration import REBASE_MIN_ROWS
 from training_server.retrain.live_factor import conformal_log_offset
@@ -45,13 +44,6 @@ def published_of(client: TestClient) -> LiveCalibration:
     published = read_live_calibration(app_of(client).state.settings.model_dir)
     assert published is not None
     return published
-
-
-def published_version(client: TestClient) -> str:
-    bundle = app_of(client).state.pools.default.slot.published
-    assert bundle is not None
-    version: str = bundle.version
-    return version
 
 
 def tick(client: TestClient) -> None:
@@ -344,29 +336,3 @@ def test_the_served_p90s_move_a_gap_of_their_own_which_a_new_leader_resumes(
         covered = sum(1 for r in synthetic_rows(200, seed=15) if r[target.actual_field] > 0)
         # no rows skipped, and the level steps down from where it stood
         assert entry.served_level == pytest.approx(MAX_LEVEL_GAP - 0.001 * 0.1 * covered)
-
-
-def test_a_published_bundle_wakes_the_leader_to_rebase_and_name_it(
-    open_client: OpenClient,
-) -> None:
-    """Prediction servers wait for the factors rebased onto a new bundle (the file names the
-    bundle they correct): the leader rebases at once on publication, not at its next tick
-    (a tick a minute here)."""
-    client = open_client(calibration_step=0.01, calibration_interval_sec=60.0)
-    train(client)
-    calibrator = app_of(client).state.pools.default.calibrator
-    tick(client)  # leads; the first bundle is named
-    first = published_version(client)
-    assert published_of(client).bundle_version == first
-    calibrator.start()
-    try:
-        train(client, seed=21)
-        second = published_version(client)
-        assert second != first
-        eventually(
-            lambda: published_of(client).bundle_version == second,
-            2.0,
-            "the file names the new bundle",
-        )
-    finally:
-        calibrator.stop()
