@@ -61,8 +61,8 @@ LIBRARIES = {ModelType.XGBOOST: "xgboost", ModelType.LIGHTGBM: "lightgbm"}
 # often, in sync intervals: a listing that came from a replica behind the others must not
 # leave a pool unsynced, nor the trainer's fleet view without a report.
 FULL_SYNC_INTERVALS = 10
-# A new bundle waits for the live factors rebased onto it (ModelWatcher._paired): the leader
-# rebases within milliseconds of publishing, so this server looks again every
+# A new bundle waits for the live factors rebased onto it (ModelWatcher._paired): the
+# trainer's retrain loop rebases right after it publishes, so this server looks again every
 # PAIR_POLL_SEC, and serves the bundle anyway after PAIR_WAIT_SEC (a trainer whose live
 # calibration stopped must not hold bundles back).
 PAIR_POLL_SEC = 0.1
@@ -197,9 +197,9 @@ class ModelWatcher:
     def _paired(self, loaded: LoadedBundle | None) -> LoadedBundle | None:
         """`loaded` (a new bundle) if it can be served now, else None and it waits: while
         the live calibration file still names the bundle served, its factors correct that
-        one, and the new bundle is served once the leader has rebased them onto it (at
-        once on publication, so usually by this server's next look; PAIR_WAIT_SEC at
-        most, for a trainer whose calibration stopped)."""
+        one, and the new bundle is served once the leader has rebased them onto it (right
+        after it published, so usually by this server's next look; PAIR_WAIT_SEC at most,
+        for a trainer whose calibration stopped)."""
         pending, self._pending = self._pending, None
         if loaded is None:
             return None
