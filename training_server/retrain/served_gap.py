@@ -79,5 +79,6 @@ class ServedGap:
         moved = self.level + self.step * (misses - (1.0 - self.quantile) * len(actual))
         self.level = min(MAX_LEVEL_GAP, max(MIN_LEVEL_GAP, moved))
         scores = np.fromiter(self._scores, dtype=np.float64)
-        at_level, at_q = np.quantile(scores, [self.quantile + self.level, self.quantile])
+        raised = min(1.0, max(0.0, self.quantile + self.level))  # any configured quantile
+        at_level, at_q = np.quantile(scores, [raised, self.quantile])
         self.log_offset = float(at_level - at_q)

@@ -84,3 +84,16 @@ def test_a_resumed_gap_serves_what_was_published_until_rows_arrive() -> None:
     gap = ServedGap(Q, STEP, level=0.05, log_offset=0.004)
     assert (gap.level, gap.log_offset) == (0.05, 0.004)
     assert ServedGap(Q, STEP, level=0.5).level == MAX_LEVEL_GAP
+
+
+@pytest.mark.parametrize("quantile", [0.5, 0.95, 0.99])
+def test_any_configured_quantile_is_served_within_zero_and_one(quantile: float) -> None:
+    """The raised level never leaves [0, 1] (a p95 raised by 0.09 is not a quantile)."""
+    gap = ServedGap(quantile, STEP)
+    gap.observe(np.full(WARMUP_ROWS, 20.0), np.full(WARMUP_ROWS, 19.0))  # skipped
+    rng = np.random.default_rng(6)
+    for _ in range(50):
+        actual = 19.0 * np.exp(rng.normal(0.0, 0.01, 100))
+        gap.observe(actual, np.full(100, 18.0))  # every one missed
+    assert gap.level == MAX_LEVEL_GAP
+    assert gap.log_offset >= 0.0
