@@ -26,6 +26,8 @@ from collections import deque
 
 import numpy as np
 
+from training_server.retrain.live_factor import clamp
+
 # The gap's step per row, as a share of the factor's (the delay above).
 SERVED_STEP_SHARE = 0.1
 # The gap corrects the lag of a factor that is right on arrival: a few points of coverage
@@ -81,4 +83,4 @@ class ServedGap:
         scores = np.fromiter(self._scores, dtype=np.float64)
         raised = min(1.0, max(0.0, self.quantile + self.level))  # any configured quantile
         at_level, at_q = np.quantile(scores, [raised, self.quantile])
-        self.log_offset = float(at_level - at_q)
+        self.log_offset = clamp(float(at_level - at_q))  # a burst of stalls can be 100x

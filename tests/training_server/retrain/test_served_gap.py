@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from shared.live_calibration import MAX_LIVE_LOG_OFFSET
 from training_server.retrain.live_factor import LiveFactor
 from training_server.retrain.served_gap import (
     MAX_LEVEL_GAP,
@@ -97,3 +98,17 @@ def test_any_configured_quantile_is_served_within_zero_and_one(quantile: float) 
         gap.observe(actual, np.full(100, 18.0))  # every one missed
     assert gap.level == MAX_LEVEL_GAP
     assert gap.log_offset >= 0.0
+
+
+def test_a_burst_of_stalls_moves_it_no_further_than_any_live_factor() -> None:
+    """Scores 100x apart (stalled requests among quick ones) would put the raised quantile
+    past what the calibration file accepts (MAX_LIVE_LOG_OFFSET)."""
+    gap = ServedGap(Q, STEP, warm=True)
+    served = np.full(1_000, 10.0)
+    row = np.arange(1_000)
+    # 5 % stalled 1,000x, 10 % just above the p90 served, the rest below it: 15 % missed
+    actual = np.where(row % 20 == 0, 10_000.0, np.where(row % 10 == 1, 10.5, 9.0))
+    for _ in range(40):
+        gap.observe(actual, served)
+    assert gap.level == MAX_LEVEL_GAP
+    assert gap.log_offset == MAX_LIVE_LOG_OFFSET
