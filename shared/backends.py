@@ -39,6 +39,10 @@ class FitParams:
     threads: int = 0  # 0: the library's default
     monotone: tuple[int, ...] | None = None  # per feature: 1 non-decreasing, 0 free
     min_rows_per_leaf: int = 5
+    # L2 shrinkage of every leaf's step, in rows: a leaf of n rows moves n / (n + this) of
+    # its unshrunk step, so a few rows of one event (a stall) cannot pull a leaf far from its
+    # parent while a populated region still converges. 0: the library's default.
+    leaf_prior_rows: float = 0.0
     # Where the pinball boosting starts (a quantile of the labels; None: `quantile`). Trees
     # climb q / (1 - q) = 9x faster than they descend, so a start below the target quantile
     # reaches every leaf's p90 in fewer trees (benchmarks/README.md). No trees: `quantile`.
@@ -190,6 +194,8 @@ class XGBoostBackend:
             "objective": "reg:squarederror",  # also how the saved model reads its output
             "verbosity": 0,
         }
+        if params.leaf_prior_rows:  # else XGBoost's own lambda (1)
+            booster_params["lambda"] = params.leaf_prior_rows * objective.hessian
         if params.threads:
             booster_params["nthread"] = params.threads
         if (monotone := _monotone(params)) is not None:
@@ -262,6 +268,7 @@ class LightGBMBackend:
             "feature_pre_filter": False,  # a few rows must not leave it with no feature
             "min_data_in_leaf": params.min_rows_per_leaf,
             "min_sum_hessian_in_leaf": params.min_rows_per_leaf * objective.hessian,
+            "lambda_l2": params.leaf_prior_rows * objective.hessian,
             "objective": "regression",
             "boost_from_average": False,  # the start is given as init_score, then baked in
             "verbosity": -1,

@@ -181,6 +181,12 @@ class TrainingSettings(CommonSettings):
     # early; TPOT is one noisy mean per request within a few % of its level (benchmarks/README).
     ttft_min_rows_per_leaf: int = Field(5, ge=1)
     tpot_min_rows_per_leaf: int = Field(50, ge=1)
+    # Each leaf's step shrunk as if it held this many more rows (L2 on the leaf; 0: the
+    # library's default): a stall of a few consecutive slow requests at the edge of a
+    # feature's range made TTFT leaves of 5-9 rows that over-predicted the next ~500 rows
+    # 4-27x (sharegpt); TPOT leaves hold 50 rows and did not move with it.
+    ttft_leaf_prior_rows: float = Field(10.0, ge=0.0)
+    tpot_leaf_prior_rows: float = Field(0.0, ge=0.0)
     train_threads: int = Field(0, ge=0)
     # Each retrain chooses per target among the running p90 and tree models by out-of-fold
     # pinball loss (training_server.retrain.select); off: the configured trees alone.

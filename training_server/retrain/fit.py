@@ -92,6 +92,9 @@ def fit_params(settings: TrainingSettings, target: Target, names: Sequence[str])
         min_rows_per_leaf=(
             s.ttft_min_rows_per_leaf if target is Target.TTFT else s.tpot_min_rows_per_leaf
         ),
+        leaf_prior_rows=(
+            s.ttft_leaf_prior_rows if target is Target.TTFT else s.tpot_leaf_prior_rows
+        ),
         # 0: the container's CPU quota; the libraries would take the node's core count.
         threads=s.train_threads or available_cpus(),
         monotone=monotone_constraints(
