@@ -72,6 +72,12 @@ class TargetLiveCalibration(BaseModel):
     served_level: float = Field(
         0.0, ge=-1.0, le=1.0, description="the quantile level the served gap adds"
     )
+    fit_since: int = Field(
+        0,
+        ge=0,
+        description="first row id of a new level after a large shift (0: none): the "
+        "retrains fit the rows since once enough have arrived; kept so a new leader does too",
+    )
 
     @property
     def factor_log_offset(self) -> float:

@@ -153,6 +153,7 @@ class PoolRegistry:
             lambda: retrainer.state.trained_through,
             share,
         )
+        retrainer.fit_since = calibrator.fit_since
         if settings.legacy_artifacts is not LegacyArtifacts.NONE:
             # llm-d prediction servers are ready only with a model: the prior's, until then.
             publish_prior_files(settings)

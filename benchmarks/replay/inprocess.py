@@ -35,8 +35,13 @@ from shared.schemas import PredictionRequest, TrainingEntry
 from shared.settings import Calibration, TrainingSettings
 from shared.targets import TARGETS, Target
 from training_server.retrain.fit import TargetFit
-from training_server.retrain.live_calibration import REBASE_MIN_ROWS, REBASE_ROWS
+from training_server.retrain.live_calibration import (
+    FIT_SINCE_TARGETS,
+    REBASE_MIN_ROWS,
+    REBASE_ROWS,
+)
 from training_server.retrain.live_factor import LiveFactor
+from training_server.retrain.retrainer import FIT_SINCE_MIN_ROWS
 from training_server.retrain.schedule import RetrainSchedule
 from training_server.retrain.scoring import served_ms
 from training_server.retrain.served_gap import ServedGap
@@ -193,9 +198,16 @@ class TargetReplay:
         self.live.rebase(before, served_ms(fit.backend, fit.fit, newest), data.actual[rows])
 
     def _retrain(self, k: int, sent: int) -> None:
-        """The retrainer's fit on every row sent so far; it answers from batch k + lag."""
+        """The retrainer's fit on every row sent so far (on those since a large shift of the
+        live factor, as the retrainer does, once enough have arrived); it answers from
+        batch k + lag."""
         data = self.data
         mine = np.arange(sent)[data.measured[:sent]]
+        since = self.live.large_since if self.target in FIT_SINCE_TARGETS else 0
+        if since:
+            new = mine[mine >= since]
+            if np.count_nonzero(~data.held[new]) >= FIT_SINCE_MIN_ROWS:
+                mine = new
         train, test = mine[~data.held[mine]], mine[data.held[mine]]
         fit = fit_as_retrainer(
             self.settings,

@@ -63,6 +63,10 @@ RECENT_ROWS = 1_000
 # fewer rows is too rough to move the factor by).
 REBASE_ROWS = 200
 REBASE_MIN_ROWS = 50
+# Targets whose retrains forget the rows before a large shift of their factor. Not TTFT:
+# its load bursts move its factor by more than LARGE_SHIFT_LOG without any drift, and
+# forgetting at each cost sharegpt's TTFT (benchmarks/README.md).
+FIT_SINCE_TARGETS = frozenset({Target.TPOT})
 
 
 class LiveCalibrator:
@@ -118,6 +122,14 @@ class LiveCalibrator:
         factor = self._factors.get(target)
         return factor.level_since if factor is not None else 0
 
+    def fit_since(self, target: Target) -> int:
+        """The first row id of `target`'s new level after a large shift of its factor, for
+        the retrains to fit the rows since (0: all rows; also on a follower)."""
+        factor = self._factors.get(target)
+        if target not in FIT_SINCE_TARGETS or factor is None or self.state is None:
+            return 0
+        return factor.large_since
+
     def tick(self) -> None:
         """Leader: score the new rows and publish. Follower: follow the leader's file."""
         with self._lock:
@@ -155,7 +167,8 @@ class LiveCalibrator:
         self.state = published
         q, step = self.settings.quantile_alpha, self.settings.calibration_step
         self._factors = {
-            t: LiveFactor(q, step, e.factor_log_offset) for t, e in published.targets.items()
+            t: LiveFactor(q, step, e.factor_log_offset, e.fit_since)
+            for t, e in published.targets.items()
         }
         self._gaps = {
             t: ServedGap(q, step, e.served_level, e.served_gap, e.rows > 0)
@@ -230,6 +243,7 @@ class LiveCalibrator:
                 log_offset=clamp(factor.log_offset + gap.log_offset),
                 served_gap=gap.log_offset,
                 served_level=gap.level,
+                fit_since=factor.large_since if target in FIT_SINCE_TARGETS else 0,
                 rows=entry.rows + len(actual),
                 recent_coverage=float(np.mean(recent)) if recent else None,
             )

@@ -56,6 +56,12 @@ SHIFT_ALPHA = 1e-6
 # After a shift the factor is the conformal quantile of every row since, until this many
 # have arrived (a quantile of 20 rows is rough), then the adaptive steps take over.
 SETTLE_ROWS = 200
+# A shift that moves the factor this far (log; 1.5x) is a new level, not a load step: the
+# retrains may then fit only the rows since (`large_since`; retrain.retrainer). Later large
+# shifts within LARGE_SHIFT_HOLD_ROWS rows of it are the same change settling and keep
+# its start, so rows since it can accumulate.
+LARGE_SHIFT_LOG = 0.4
+LARGE_SHIFT_HOLD_ROWS = 2_000
 
 
 def clamp(log_offset: float) -> float:
@@ -136,13 +142,15 @@ class LiveFactor:
     """One target's live log-factor: `observe` the served answers as actuals arrive,
     `rebase` when a new bundle is served. `shifts` counts the shifts followed, and
     `level_since` is the id of the first row of the level the factor follows now (0 until
-    a shift): a rebase compares bundles on rows from there on."""
+    a shift): a rebase compares bundles on rows from there on. `large_since` is the first
+    row of the newest large shift's level (LARGE_SHIFT_LOG; 0: none)."""
 
-    def __init__(self, quantile: float, step: float, log_offset: float = 0.0):
+    def __init__(self, quantile: float, step: float, log_offset: float = 0.0, large_since: int = 0):
         self.quantile, self.step = quantile, step
         self.log_offset = log_offset
         self.shifts = 0
         self.level_since = 0
+        self.large_since = large_since
         self._scores: deque[float] = deque(maxlen=RECENT_SCORES)
         self._ids: deque[int] = deque(maxlen=RECENT_SCORES)  # each score's row id
         self._rows = 0  # rows observed: the ids of callers that give none
@@ -177,12 +185,20 @@ class LiveFactor:
             self._since_shift, self._settling = n, True
             self.shifts += 1
         if self._settling:
+            before = self.log_offset
             self.log_offset = conformal_log_offset(scores[-self._since_shift :], self.quantile)
             self._settling = self._since_shift < SETTLE_ROWS
+            if n and abs(self.log_offset - before) >= LARGE_SHIFT_LOG:
+                self._large_shift()
         else:
             step = level_step(self.step, scores, self.quantile)
             self.log_offset = aci_step(self.log_offset, actual, served, self.quantile, step)
         return n > 0
+
+    def _large_shift(self) -> None:
+        held = self.large_since and self.level_since - self.large_since <= LARGE_SHIFT_HOLD_ROWS
+        if not held:
+            self.large_since = self.level_since
 
     def rebase(self, old_ms: np.ndarray, new_ms: np.ndarray, actual: np.ndarray) -> float:
         """A new bundle replaces the one the factor corrected: `old_ms` and `new_ms` are their

@@ -16,11 +16,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import numpy as np
+
 from shared.artifact import Manifest
 from shared.backends import library_versions
+from shared.features import Columns
 from shared.predictor import LoadedBundle
 from shared.settings import LegacyArtifacts, TrainingSettings
 from shared.slot import BundleSlot
@@ -38,6 +42,11 @@ from training_server.retrain_record import Outcome, RetrainRecord, to_columns
 from training_server.store import SampleStore
 
 log = logging.getLogger(__name__)
+
+# Rows of a new level a retrain needs before it fits them alone (Retrainer.fit_since): with
+# 200 the rougher models cost chatbot's x2 drift replay a 10 s window of coverage (0.75 ->
+# 0.65); 400 did not (benchmarks/README.md).
+FIT_SINCE_MIN_ROWS = 400
 
 
 @dataclass
@@ -76,6 +85,9 @@ class Retrainer:
         self.published = PublishedFollower(settings.model_dir)
         self.state = RetrainState()
         self.choices: dict[Target, KeptChoice] = {}  # each target's last choice
+        # The first row of a target's new level after a large shift of its live factor
+        # (LiveCalibrator.fit_since; 0: none): rows before it must not drag the model back.
+        self.fit_since: Callable[[Target], int] = lambda _target: 0
         self._leading = self.leadership.is_leader  # as of its last election (pools share it)
         self._elected = False  # the loop's first tick only elects
         self.window = WindowBudget(settings.max_training_window, settings.retraining_interval_sec)
@@ -193,7 +205,7 @@ class Retrainer:
         s = self.settings
         fits: dict[Target, TargetFit] = {}
         for target in TARGETS:
-            run.windows[target] = self.store.window(target, test=False, limit=run.window_limit)
+            run.windows[target] = self._training_window(target, run.window_limit)
             # The model is chosen per target among candidates (retrain.target, retrain.select).
             fits[target] = fit = train_target(
                 s,
@@ -205,6 +217,18 @@ class Retrainer:
             if fit.choice is not None:
                 self.choices[target] = KeptChoice(fit.choice, fit.log_offset, fit.chosen_on)
         return fits
+
+    def _training_window(self, target: Target, limit: int) -> tuple[Columns, np.ndarray]:
+        """The newest `limit` training rows of `target`; only those since its new level
+        once FIT_SINCE_MIN_ROWS of them have arrived (fewer fit a rougher model than all
+        rows and the live factor together)."""
+        since = self.fit_since(target)
+        if since:
+            window = self.store.window(target, test=False, limit=limit, since_id=since)
+            if len(window[1]) >= FIT_SINCE_MIN_ROWS:
+                log.info("%s: fitting the %d rows since %d", target.value, len(window[1]), since)
+                return window
+        return self.store.window(target, test=False, limit=limit)
 
     def _still_leading(self) -> bool:
         """Lost the lock while fitting: leave publishing to the new leader (this narrows the

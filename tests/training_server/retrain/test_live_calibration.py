@@ -336,3 +336,28 @@ def test_the_served_p90s_move_a_gap_of_their_own_which_a_new_leader_resumes(
         covered = sum(1 for r in synthetic_rows(200, seed=15) if r[target.actual_field] > 0)
         # no rows skipped, and the level steps down from where it stood
         assert entry.served_level == pytest.approx(MAX_LEVEL_GAP - 0.001 * 0.1 * covered)
+
+
+def test_a_large_shift_tells_the_retrains_where_tpot_rows_start_which_a_new_leader_keeps(
+    open_client: OpenClient,
+) -> None:
+    """Rows 4x slower: both factors shift far. TPOT's new level starts among the new rows,
+    published as fit_since for the retrains and resumed by a new leader; TTFT never
+    forgets (its load bursts shift it that far without drift)."""
+    client = open_client(calibration_step=0.01)
+    train(client)
+    tick(client)
+    calibrator = app_of(client).state.pools.default.calibrator
+    first_new = app_of(client).state.pools.default.store.max_sample_id() + 1
+    assert calibrator.fit_since(Target.TPOT) == 0
+    ingest(client, slower_rows(200, seed=5, scale=4.0))
+    tick(client)
+    since = calibrator.fit_since(Target.TPOT)
+    assert first_new <= since < first_new + 200
+    published = published_of(client).targets
+    assert (published[Target.TPOT].fit_since, published[Target.TTFT].fit_since) == (since, 0)
+    assert calibrator.fit_since(Target.TTFT) == 0
+
+    calibrator.state = None  # as a new leader starts
+    tick(client)
+    assert calibrator.fit_since(Target.TPOT) == since

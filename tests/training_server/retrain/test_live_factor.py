@@ -11,6 +11,7 @@ import pytest
 
 from shared.live_calibration import MAX_LIVE_LOG_OFFSET
 from training_server.retrain.live_factor import (
+    LARGE_SHIFT_HOLD_ROWS,
     SHIFT_ALPHA,
     SHIFT_LENGTHS,
     LiveFactor,
@@ -137,6 +138,7 @@ def test_a_steady_level_is_rarely_taken_for_a_shift() -> None:
     assert np.mean(coverage) == pytest.approx(Q, abs=0.015)
     assert factor.shifts <= 3
     assert abs(factor.log_offset) < 0.15
+    assert factor.large_since == 0  # no false alarm moved it far enough to forget rows
 
 
 def test_rebase_moves_by_what_the_new_bundle_needs_less() -> None:
@@ -215,3 +217,32 @@ def test_steady_misses_are_where_the_binomial_tails_cross_the_threshold() -> Non
         assert binomial_tails(most, n, 1 - Q)[0] >= SHIFT_ALPHA
         assert binomial_tails(most + 1, n, 1 - Q)[0] < SHIFT_ALPHA
     assert steady_misses(20, Q) == (0, 10)  # P(X >= 11) = 5e-7 of 20 rows at a 0.1 miss rate
+
+
+def test_a_large_shift_marks_where_the_new_level_starts_and_a_small_one_does_not() -> None:
+    """Rows are numbered from 1 (observe without ids): 60 s of 12 rows at one level, then
+    x2. `large_since` is the first row of the new level (within the shortest shift test's
+    rows); x1.2 moves the factor too little to forget anything."""
+    doubled = LiveFactor(Q, STEP)
+    replay(doubled, [1.0] * 60, seed=2)
+    assert doubled.large_since == 0
+    replay(doubled, [2.0] * 5, seed=3)
+    first_new = 60 * PER + 1
+    assert first_new - SHIFT_LENGTHS[0] < doubled.large_since <= first_new + PER
+    small = LiveFactor(Q, STEP)
+    replay(small, [1.0] * 60 + [1.2] * 60, seed=2)
+    assert small.large_since == 0
+
+
+def test_large_shifts_soon_after_keep_the_start_and_later_ones_move_it() -> None:
+    """A change that settles in more than one shift keeps its first row, so rows since it
+    can accumulate; a large shift more than LARGE_SHIFT_HOLD_ROWS rows later is a new
+    change."""
+    factor = LiveFactor(Q, STEP)
+    replay(factor, [1.0] * 60 + [2.0] * 20, seed=2)
+    start = factor.large_since
+    replay(factor, [4.0] * 20, seed=3)  # 240 rows later: the same change
+    assert factor.large_since == start
+    hold_s = LARGE_SHIFT_HOLD_ROWS // PER
+    replay(factor, [4.0] * hold_s + [8.0] * 20, seed=4)
+    assert factor.large_since > start + LARGE_SHIFT_HOLD_ROWS

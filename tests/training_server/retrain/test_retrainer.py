@@ -18,7 +18,7 @@ from shared.targets import TARGETS, Target
 from tests.conftest import training_settings
 from tests.slots import RecordingSlot
 from training_server.metrics import TrainingMetrics
-from training_server.retrain.retrainer import Retrainer
+from training_server.retrain.retrainer import FIT_SINCE_MIN_ROWS, Retrainer
 from training_server.retrain.schedule import MAX_BACKOFF
 from training_server.store import SampleStore
 
@@ -315,3 +315,33 @@ def test_the_chosen_model_and_every_candidates_loss_are_recorded(
             == 0
         )
     assert published[-1].spaces[Target.TTFT].value == "log_ms_per_queued"
+
+
+def test_after_a_large_shift_the_retrains_fit_the_rows_since_once_enough_arrived(
+    tmp_path: Path, store: SampleStore, migrated_url: str, model_dir: Path
+) -> None:
+    """The live factor saw TPOT move to a new level from row `since` on (fit_since): rows
+    before it must not drag the model back, but a fit of a few rows is rougher than all
+    rows and the factor together, so it waits for FIT_SINCE_MIN_ROWS. TTFT fits all rows."""
+    add(store, 600, seed=5)
+    since = store.max_sample_id() + 1
+    retrainer, _, _ = make(tmp_path, store, migrated_url, model_dir=model_dir)
+    retrainer.fit_since = lambda target: since if target is Target.TPOT else 0
+
+    def fitted() -> dict[Target, int | None]:
+        record = store.list_retrains(limit=1)[0]
+        return {t: record.targets[t].train_samples for t in TARGETS}
+
+    def stored() -> dict[Target, int]:
+        counts = store.counts().as_json()["training_data"]
+        return {t: counts[f"{t.value}_samples"] for t in TARGETS}
+
+    add(store, 100, seed=6)  # too few of the new level yet: every row
+    assert retrainer.run_once() == "ok", retrainer.state.last_error
+    assert fitted() == stored()
+
+    add(store, 1_500, seed=7)
+    assert retrainer.run_once() == "ok", retrainer.state.last_error
+    new_level = len(store.window(Target.TPOT, test=False, since_id=since)[1])
+    assert FIT_SINCE_MIN_ROWS <= new_level < stored()[Target.TPOT]
+    assert fitted() == {Target.TTFT: stored()[Target.TTFT], Target.TPOT: new_level}
