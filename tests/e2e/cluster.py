@@ -48,6 +48,9 @@ def served_everywhere(training_url: str, prediction_urls: list[str], stored: int
     serves it (None until then); the URLs are the pool's base URLs."""
     status = httpx.get(f"{training_url}/data/status").json()
     version: str | None = status["model_version"]
-    seen = (status["last_retrain_detail"] or {}).get("max_sample_id") or 0
+    detail = status["last_retrain_detail"] or {}
+    # /data/status reads the served bundle, then the last retrain: a retrain that published
+    # in between shows its rows next to the bundle before it. Count rows of this one only.
+    seen = (detail.get("max_sample_id") or 0) if detail.get("version") == version else 0
     served = {httpx.get(f"{url}/status").json()["model_version"] for url in prediction_urls}
     return version if version and seen >= stored and served == {version} else None
