@@ -124,11 +124,9 @@ class LiveCalibrator:
 
     def fit_since(self, target: Target) -> int:
         """The first row id of `target`'s new level after a large shift of its factor, for
-        the retrains to fit the rows since (0: all rows; also on a follower)."""
-        factor = self._factors.get(target)
-        if target not in FIT_SINCE_TARGETS or factor is None or self.state is None:
-            return 0
-        return factor.large_since
+        the retrains to fit the rows since (0: all rows; also on a follower): as published."""
+        entry = self.state.targets.get(target) if self.state is not None else None
+        return entry.fit_since if entry is not None else 0
 
     def tick(self) -> None:
         """Leader: score the new rows and publish. Follower: follow the leader's file."""

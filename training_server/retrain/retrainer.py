@@ -226,7 +226,8 @@ class Retrainer:
         if since:
             window = self.store.window(target, test=False, limit=limit, since_id=since)
             if len(window[1]) >= FIT_SINCE_MIN_ROWS:
-                log.info("%s: fitting the %d rows since %d", target.value, len(window[1]), since)
+                # every retrain until the next large shift: the record's train_samples shows it
+                log.debug("%s: fitting the %d rows since %d", target.value, len(window[1]), since)
                 return window
         return self.store.window(target, test=False, limit=limit)
 
