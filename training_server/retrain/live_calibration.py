@@ -48,7 +48,7 @@ from training_server.bundle_share import BundleShare
 from training_server.metrics import TrainingMetrics
 from training_server.retrain.live_factor import LiveFactor, clamp
 from training_server.retrain.live_groups import EppRows, GroupFactors, GroupRows, group_names
-from training_server.retrain.served_gap import ServedGap
+from training_server.retrain.served_gap import ServedGap, served_by_prior
 from training_server.store import SampleStore
 
 log = logging.getLogger(__name__)
@@ -169,7 +169,7 @@ class LiveCalibrator:
             for t, e in published.targets.items()
         }
         self._gaps = {
-            t: ServedGap(q, step, e.served_level, e.served_gap, e.rows > 0)
+            t: ServedGap(q, step, e.served_level, e.served_gap)
             for t, e in published.targets.items()
         }
         self._groups = GroupFactors(
@@ -226,8 +226,9 @@ class LiveCalibrator:
             if factor.observe(actual, served, rows.ids[measured]):
                 self._shifted(target, "", factor)
             epp_measured = (rows.actual[target] > 0) & ~np.isnan(rows.predicted[target])
-            epp = EppRows(names[epp_measured], epp_actual, epp_served)
-            gap.observe(epp.actual, epp.served)  # every row, as the pool's factor
+            by_prior = served_by_prior(target, rows.columns, rows.predicted[target])
+            epp = EppRows(names[epp_measured], epp_actual, epp_served, ~by_prior[epp_measured])
+            gap.observe(epp.actual[epp.by_model], epp.served[epp.by_model])
             shifted = self._groups.observe(
                 target,
                 GroupRows(names[measured], actual, answers[target][measured], rows.ids[measured]),

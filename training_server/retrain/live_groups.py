@@ -49,6 +49,7 @@ class EppRows:
     names: np.ndarray  # group name per row ("" for none), object array
     actual: np.ndarray
     served: np.ndarray  # the p90 the EPP acted on
+    by_model: np.ndarray  # served by a trained model, not the cold-start prior: the gap's rows
 
 
 def group_names(
@@ -79,7 +80,7 @@ class GroupFactors:
         }
         self.gaps: dict[str, dict[Target, ServedGap]] = {
             name: {
-                t: ServedGap(quantile, step, e.served_level, e.served_gap, e.rows > 0)
+                t: ServedGap(quantile, step, e.served_level, e.served_gap)
                 for t, e in targets.items()
             }
             for name, targets in self.entries.items()
@@ -121,7 +122,8 @@ class GroupFactors:
             served = rows.answers[mine] * math.exp(factor.log_offset)
             if factor.observe(rows.actual[mine], served, rows.ids[mine]):
                 shifted.append(name)
-            gap.observe(epp.actual[epp_mine], epp.served[epp_mine])
+            gap_rows = epp_mine & epp.by_model
+            gap.observe(epp.actual[gap_rows], epp.served[gap_rows])
             recent = self._recent.setdefault((name, target), deque(maxlen=RECENT_ROWS))
             recent.extend((epp.actual[epp_mine] <= epp.served[epp_mine]).tolist())
             entry = self.entries.setdefault(name, {}).get(target, TargetLiveCalibration())

@@ -26,6 +26,9 @@ from collections import deque
 
 import numpy as np
 
+from shared.features import Columns
+from shared.prior import prior_predict
+from shared.targets import Target
 from training_server.retrain.live_factor import clamp
 
 # The gap's step per row, as a share of the factor's (the delay above).
@@ -36,12 +39,20 @@ SERVED_STEP_SHARE = 0.1
 # take 10x longer to undo a burst of misses than to follow it, so the bound is also how
 # far the first models' misses can push it.
 MIN_LEVEL_GAP, MAX_LEVEL_GAP = -0.1, 0.09
-# The first served rows scored are skipped: requests served by the cold-start prior keep
-# arriving for a while after the first trained bundle.
-WARMUP_ROWS = 1_000
 # Served scores kept for the quantiles: enough for a level of 0.99 to be an order statistic
 # of ten.
 RECENT_SERVED = 1_000
+
+
+def served_by_prior(target: Target, columns: Columns, served: np.ndarray) -> np.ndarray:
+    """Which rows were served the cold-start prior's answer (the documented formula of their
+    own features, exactly): requests the prior served keep arriving for as long as they run
+    after the first trained bundle, and its misses say nothing of what the models serve.
+    Told apart by value, not by a count of first rows, so the gap starts with the first row
+    a model served (a skip of the first 1,000 rows left it idle for most of a replay)."""
+    prior = np.maximum(prior_predict(target, columns), 0.0)
+    same: np.ndarray = np.isclose(served, prior, rtol=1e-6, atol=0.0)
+    return same
 
 
 class ServedGap:
@@ -54,26 +65,20 @@ class ServedGap:
         step: float,
         level: float = 0.0,
         log_offset: float = 0.0,
-        warm: bool = False,
     ):
-        """`level` and `log_offset` as published, with `warm` when rows of a trained model
-        were scored already (a new leader resuming): no rows are skipped then."""
+        """`level` and `log_offset` as published (a new leader resuming)."""
         self.quantile = quantile
         self.step = step * SERVED_STEP_SHARE
         self.level = min(MAX_LEVEL_GAP, max(MIN_LEVEL_GAP, level))
         self.log_offset = log_offset  # until rows give the quantiles again
-        self.skipped = WARMUP_ROWS if warm else 0
         # log(actual / served) without the gap's log-offset at the time: the served scores
         self._scores: deque[float] = deque(maxlen=RECENT_SERVED)
 
     def observe(self, actual: np.ndarray, served: np.ndarray) -> None:
-        """Score the p90s `served` to the EPP against their actuals."""
+        """Score the p90s `served` to the EPP by a trained model (the caller leaves out those
+        of the cold-start prior: retrain.live_calibration) against their actuals."""
         keep = (actual > 0) & (served > 0)
         actual, served = actual[keep], served[keep]
-        if self.skipped < WARMUP_ROWS:
-            skip = min(len(actual), WARMUP_ROWS - self.skipped)
-            self.skipped += skip
-            actual, served = actual[skip:], served[skip:]
         if not len(actual):
             return
         self._scores.extend((np.log(actual / served) + self.log_offset).tolist())

@@ -14,18 +14,20 @@ import pytest
 from fastapi.testclient import TestClient
 
 from devkit.synthetic import synthetic_rows
+from shared.features import columns_from_dicts
 from shared.live_calibration import (
     NO_LIVE_OFFSETS,
     LiveCalibration,
     LiveCalibrationReader,
     read_live_calibration,
 )
+from shared.prior import prior_predict
 from shared.targets import Target
 from tests.apps import app_of
 from tests.training_server.conftest import OpenClient, ingest, train
 from training_server.retrain.live_calibration import REBASE_MIN_ROWS
 from training_server.retrain.live_factor import conformal_log_offset
-from training_server.retrain.served_gap import MAX_LEVEL_GAP, WARMUP_ROWS
+from training_server.retrain.served_gap import MAX_LEVEL_GAP
 
 
 def slower_rows(n: int, seed: int, scale: float, served: bool = True) -> list[dict[str, Any]]:
@@ -310,18 +312,32 @@ def served_at(
     return rows
 
 
+def served_by_the_prior(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`rows` with the cold-start prior's answer as the p90 the EPP acted on."""
+    for row in rows:
+        for t in Target:
+            if row[t.actual_field] > 0:
+                row[t.predicted_field] = float(prior_predict(t, columns_from_dicts([row]))[0])
+    return rows
+
+
 def test_the_served_p90s_move_a_gap_of_their_own_which_a_new_leader_resumes(
     open_client: OpenClient,
 ) -> None:
     """Rows at the level the bundle learnt, but the p90 the EPP acted on for every one of
     them was missed (served long before, at another level): the factor, scored on arrival,
-    has nothing to follow; the gap, scored on what was served, rises once the first rows
-    (those the prior served) are past, and the file serves the sum. A new leader resumes
-    both parts where they stood."""
+    has nothing to follow; the gap, scored on what was served, rises from the first row a
+    model served (rows the cold-start prior served say nothing of the models and move
+    nothing), and the file serves the sum. A new leader resumes both parts where they
+    stood."""
     client = open_client(calibration_step=0.01)
     train(client)
     tick(client)
-    ingest(client, served_at(synthetic_rows(2 * WARMUP_ROWS + 600, seed=13), 0.3, 0.9, 14))
+    ingest(client, served_by_the_prior(synthetic_rows(400, seed=12)))
+    tick(client)
+    for entry in published_of(client).targets.values():
+        assert (entry.served_level, entry.served_gap) == (0.0, 0.0)
+    ingest(client, served_at(synthetic_rows(600, seed=13), 0.3, 0.9, 14))
     tick(client)
     for entry in published_of(client).targets.values():
         assert entry.served_level == MAX_LEVEL_GAP

@@ -7,13 +7,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from devkit.synthetic import prediction_row
+from shared.features import columns_from_dicts
 from shared.live_calibration import MAX_LIVE_LOG_OFFSET
+from shared.prior import prior_predict
+from shared.targets import Target
 from training_server.retrain.live_factor import LiveFactor
 from training_server.retrain.served_gap import (
     MAX_LEVEL_GAP,
     MIN_LEVEL_GAP,
-    WARMUP_ROWS,
+    SERVED_STEP_SHARE,
     ServedGap,
+    served_by_prior,
 )
 
 Q, STEP = 0.9, 0.005
@@ -68,11 +73,10 @@ def test_served_rows_at_the_quantile_leave_it_at_rest() -> None:
     assert abs(gap.log_offset) < 0.002
 
 
-def test_the_first_rows_are_skipped_and_the_level_is_bounded() -> None:
+def test_the_level_moves_from_the_first_row_and_stays_within_its_bounds() -> None:
     gap = ServedGap(Q, STEP)
-    actual, served = np.full(WARMUP_ROWS, 20.0), np.full(WARMUP_ROWS, 19.0)
-    gap.observe(actual, served)  # all misses, but served by the prior: skipped
-    assert (gap.level, gap.log_offset) == (0.0, 0.0)
+    gap.observe(np.full(10, 20.0), np.full(10, 19.0))  # 10 misses: up by 10 x 0.9 steps
+    assert gap.level == pytest.approx(10 * 0.9 * STEP * SERVED_STEP_SHARE)
     for _ in range(100):
         gap.observe(np.full(100, 20.0), np.full(100, 19.0))
     assert gap.level == MAX_LEVEL_GAP
@@ -91,7 +95,6 @@ def test_a_resumed_gap_serves_what_was_published_until_rows_arrive() -> None:
 def test_any_configured_quantile_is_served_within_zero_and_one(quantile: float) -> None:
     """The raised level never leaves [0, 1] (a p95 raised by 0.09 is not a quantile)."""
     gap = ServedGap(quantile, STEP)
-    gap.observe(np.full(WARMUP_ROWS, 20.0), np.full(WARMUP_ROWS, 19.0))  # skipped
     rng = np.random.default_rng(6)
     for _ in range(50):
         actual = 19.0 * np.exp(rng.normal(0.0, 0.01, 100))
@@ -103,7 +106,7 @@ def test_any_configured_quantile_is_served_within_zero_and_one(quantile: float) 
 def test_a_burst_of_stalls_moves_it_no_further_than_any_live_factor() -> None:
     """Scores 100x apart (stalled requests among quick ones) would put the raised quantile
     past what the calibration file accepts (MAX_LIVE_LOG_OFFSET)."""
-    gap = ServedGap(Q, STEP, warm=True)
+    gap = ServedGap(Q, STEP)
     served = np.full(1_000, 10.0)
     row = np.arange(1_000)
     # 5 % stalled 1,000x, 10 % just above the p90 served, the rest below it: 15 % missed
@@ -112,3 +115,15 @@ def test_a_burst_of_stalls_moves_it_no_further_than_any_live_factor() -> None:
         gap.observe(actual, served)
     assert gap.level == MAX_LEVEL_GAP
     assert gap.log_offset == MAX_LIVE_LOG_OFFSET
+
+
+def test_rows_the_prior_served_are_told_apart_by_their_value() -> None:
+    rows = [prediction_row(num_request_running=n, input_token_length=100 * n) for n in range(6)]
+    columns = columns_from_dicts(rows)
+    for target in Target:
+        prior = prior_predict(target, columns)
+        # rows 0-2 served the prior's answer (as JSON carries it back), rows 3-5 a model's,
+        # one of which lies within 0.1 % of the prior's
+        served = np.concatenate([prior[:3], prior[3:] * np.array([1.3, 0.7, 1.001])])
+        assert served_by_prior(target, columns, served).tolist() == [True] * 3 + [False] * 3
+        assert not served_by_prior(target, columns, np.full(6, np.nan)).any()
