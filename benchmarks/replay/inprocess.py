@@ -40,7 +40,7 @@ from training_server.retrain.live_calibration import (
     REBASE_MIN_ROWS,
     REBASE_ROWS,
 )
-from training_server.retrain.live_factor import LiveFactor
+from training_server.retrain.live_factor import BURST_WINDOW_TARGETS, LiveFactor
 from training_server.retrain.retrainer import FIT_SINCE_MIN_ROWS
 from training_server.retrain.schedule import RetrainSchedule
 from training_server.retrain.scoring import served_ms
@@ -136,7 +136,8 @@ class TargetReplay:
         self.serving: RetrainerFit | None = None
         self.pending: list[tuple[int, RetrainerFit]] = []  # (first batch it answers, fit)
         q, step = settings.quantile_alpha, settings.calibration_step
-        self.live = LiveFactor(q, step)  # as the leading trainer moves it
+        # as the leading trainer moves it
+        self.live = LiveFactor(q, step, burst_window=target in BURST_WINDOW_TARGETS)
         self.gap = ServedGap(q, step)  # and its gap, on the served p90s
 
     def batch(self, k: int, batch: np.ndarray, warmup: int) -> None:

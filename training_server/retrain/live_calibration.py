@@ -46,7 +46,7 @@ from shared.slot import BundleSlot
 from shared.targets import TARGETS, Target
 from training_server.bundle_share import BundleShare
 from training_server.metrics import TrainingMetrics
-from training_server.retrain.live_factor import LiveFactor, clamp
+from training_server.retrain.live_factor import BURST_WINDOW_TARGETS, LiveFactor, clamp
 from training_server.retrain.live_groups import EppRows, GroupFactors, GroupRows, group_names
 from training_server.retrain.served_gap import ServedGap, served_by_prior
 from training_server.store import SampleStore
@@ -165,7 +165,9 @@ class LiveCalibrator:
         self.state = published
         q, step = self.settings.quantile_alpha, self.settings.calibration_step
         self._factors = {
-            t: LiveFactor(q, step, e.factor_log_offset, e.fit_since)
+            t: LiveFactor(
+                q, step, e.factor_log_offset, e.fit_since, burst_window=t in BURST_WINDOW_TARGETS
+            )
             for t, e in published.targets.items()
         }
         self._gaps = {

@@ -15,6 +15,10 @@ Three movements, each for a different kind of change:
   to the conformal quantile of those rows alone (and of every row since, for the next
   SETTLE_ROWS), and older rows are forgotten: a doubling is followed within ~20 rows, a
   halving within ~150, where the steps take ~150 and ~1,400.
+  After a shift on too many misses, the rows after the window that found it replace it in
+  that quantile once there are enough of them: the window was picked because its rows
+  missed together, so it holds a burst's peak, where the level the next requests meet is
+  often lower.
 - a new bundle (`rebase`): the factor corrected the previous bundle. A retrain on rows of
   the new level moves the bundle's answers itself, and the factor on top of it would count
   the move twice (after a doubling: 4x for a minute). So the factor moves by what the new
@@ -36,6 +40,7 @@ from collections import deque
 import numpy as np
 
 from shared.live_calibration import MAX_LIVE_LOG_OFFSET
+from shared.targets import Target
 
 # Scores kept per target: the longest window a shift is looked for in.
 RECENT_SCORES = 400
@@ -56,6 +61,16 @@ SHIFT_ALPHA = 1e-6
 # After a shift the factor is the conformal quantile of every row since, until this many
 # have arrived (a quantile of 20 rows is rough), then the adaptive steps take over.
 SETTLE_ROWS = 200
+# After a shift on too many misses, the factor leaves out the window that found the shift
+# once this many rows have arrived after it (the shortest window tested). On sharegpt's
+# TPOT a burst and the calmer rows after it held the factor 10-20 % above the level for
+# ~15 s. Not after a shift on too few misses: its window is the calm one, and 20 rows of
+# heavy-tailed TTFT after it can hold a stall that sets the factor 7x (benchmarks/README.md).
+SETTLE_AFTER_WINDOW_ROWS = SHIFT_LENGTHS[0]
+# The targets whose factors do so: decode steps, whose narrow scores make a burst's peak
+# cost 10-20 %. TTFT's bursts are queues that last: in process it changed nothing, and the
+# online runs could not tell it from noise (benchmarks/README.md).
+BURST_WINDOW_TARGETS = frozenset({Target.TPOT})
 # A shift that moves the factor this far (log; 1.5x) is a new level, not a load step: the
 # retrains may then fit only the rows since (`large_since`; retrain.retrainer). Later large
 # shifts within LARGE_SHIFT_HOLD_ROWS rows of it are the same change settling and keep
@@ -145,8 +160,19 @@ class LiveFactor:
     a shift): a rebase compares bundles on rows from there on. `large_since` is the first
     row of the newest large shift's level (LARGE_SHIFT_LOG; 0: none)."""
 
-    def __init__(self, quantile: float, step: float, log_offset: float = 0.0, large_since: int = 0):
+    def __init__(
+        self,
+        quantile: float,
+        step: float,
+        log_offset: float = 0.0,
+        large_since: int = 0,
+        *,
+        burst_window: bool = False,
+    ):
+        """`burst_window`: leave out the window of a shift on too many misses once rows
+        after it have arrived (BURST_WINDOW_TARGETS)."""
         self.quantile, self.step = quantile, step
+        self.burst_window = burst_window
         self.log_offset = log_offset
         self.shifts = 0
         self.level_since = 0
@@ -157,6 +183,7 @@ class LiveFactor:
         # Rows since the last shift: a new one needs as many new rows as the shortest test.
         self._since_shift = SHIFT_LENGTHS[0]
         self._settling = False  # the factor is re-estimated from the rows since the shift
+        self._burst_window = 0  # rows of the shift's window it leaves out, once it can
 
     def observe(
         self, actual: np.ndarray, served: np.ndarray, ids: np.ndarray | None = None
@@ -183,10 +210,16 @@ class LiveFactor:
             self._ids = deque(list(self._ids)[-n:], maxlen=RECENT_SCORES)
             self.level_since = self._ids[0]
             self._since_shift, self._settling = n, True
+            missed = np.count_nonzero(scores[-n:] > self.log_offset)
+            high = self.burst_window and missed > (1.0 - self.quantile) * n
+            self._burst_window = n if high else 0
             self.shifts += 1
         if self._settling:
             before = self.log_offset
-            self.log_offset = conformal_log_offset(scores[-self._since_shift :], self.quantile)
+            since = self._since_shift
+            if since - self._burst_window >= SETTLE_AFTER_WINDOW_ROWS:
+                since -= self._burst_window
+            self.log_offset = conformal_log_offset(scores[-since:], self.quantile)
             self._settling = self._since_shift < SETTLE_ROWS
             if n and abs(self.log_offset - before) >= LARGE_SHIFT_LOG:
                 self._large_shift()

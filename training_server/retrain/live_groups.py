@@ -23,7 +23,7 @@ import numpy as np
 from shared.live_calibration import TargetLiveCalibration
 from shared.live_groups import group_name
 from shared.targets import Target
-from training_server.retrain.live_factor import LiveFactor, clamp
+from training_server.retrain.live_factor import BURST_WINDOW_TARGETS, LiveFactor, clamp
 from training_server.retrain.served_gap import ServedGap
 
 # Labels are open-ended: a client sending a new pod_class per row must not grow the
@@ -75,7 +75,12 @@ class GroupFactors:
             name: dict(targets) for name, targets in (published or {}).items()
         }
         self.factors: dict[str, dict[Target, LiveFactor]] = {
-            name: {t: LiveFactor(quantile, step, e.factor_log_offset) for t, e in targets.items()}
+            name: {
+                t: LiveFactor(
+                    quantile, step, e.factor_log_offset, burst_window=t in BURST_WINDOW_TARGETS
+                )
+                for t, e in targets.items()
+            }
             for name, targets in self.entries.items()
         }
         self.gaps: dict[str, dict[Target, ServedGap]] = {
@@ -96,7 +101,12 @@ class GroupFactors:
                 return None
             targets = self.factors[name] = {}
         if target not in targets:
-            targets[target] = LiveFactor(self.quantile, self.step, pool_log_offset)
+            targets[target] = LiveFactor(
+                self.quantile,
+                self.step,
+                pool_log_offset,
+                burst_window=target in BURST_WINDOW_TARGETS,
+            )
             self.gaps.setdefault(name, {})[target] = ServedGap(self.quantile, self.step)
         return targets[target]
 

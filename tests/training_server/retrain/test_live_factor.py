@@ -121,6 +121,27 @@ def test_a_shift_is_followed_within_seconds(scale: float, within_s: int) -> None
     assert abs(slow - math.log(scale)) > 0.25
 
 
+def test_a_burst_that_found_a_shift_does_not_hold_the_factor_up() -> None:
+    """One second of requests that finished together through a stall (3x) after a minute
+    at one level: the misses are a shift, and the factor follows it. The window that found it
+    holds the burst's peak; once the rows after it say the level is back, the factor is
+    theirs (BURST_WINDOW_TARGETS: TPOT's factors). With the window kept, as TTFT's are, it
+    stays near 3x for as long as the burst is over a tenth of the rows since."""
+    for burst_window in (True, False):
+        factor = LiveFactor(Q, STEP, burst_window=burst_window)
+        replay(factor, [1.0] * 60, seed=2)
+        replay(factor, [3.0], seed=3)
+        assert factor.shifts == 1
+        assert factor.log_offset > math.log(1.5)  # followed at once, as a change would be
+        replay(factor, [1.0] * 2, seed=4)
+        if not burst_window:
+            assert factor.log_offset > math.log(2.0)
+            continue
+        assert factor.log_offset < 0.3
+        later = replay(factor, [1.0] * 10, seed=5)
+        assert np.mean(later) == pytest.approx(Q, abs=0.06)
+
+
 def replay_steps_only(levels: list[float], seed: int) -> float:
     rng, offset = np.random.default_rng(seed), 0.0
     for level in levels:
