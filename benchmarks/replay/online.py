@@ -79,6 +79,7 @@ class OnlineRun:
         self.records = {t: TargetRecords() for t in TARGETS}
         self.seen: dict[Target, list[float]] = {t: [] for t in TARGETS}
         self.versions: list[str] = []
+        self.batch_versions: list[str] = []  # the version that answered each batch
         self.first_model_batch: int | None = None
         self.truncated = False
         self.sent = 0
@@ -125,6 +126,7 @@ class OnlineRun:
             raise RuntimeError(f"predict answered {reply.status_code}: {reply.text[:500]}")
         body = reply.json()
         version = body["model_version"]
+        self.batch_versions.append(version)
         if not self.versions or self.versions[-1] != version:
             self.versions.append(version)
         trained = trained_of.of(version)
@@ -165,9 +167,16 @@ class OnlineRun:
             for t in TARGETS:
                 r = self.records[t]
                 rows = zip(
-                    r.index, r.seconds, r.actual, r.model, r.naive, r.naive_recent, strict=True
+                    r.index,
+                    r.seconds,
+                    r.actual,
+                    r.model,
+                    r.naive,
+                    r.naive_recent,
+                    r.trained,
+                    strict=True,
                 )
-                for i, at, a, m, n, recent in rows:
+                for i, at, a, m, n, recent, trained in rows:
                     fh.write(
                         json.dumps(
                             {
@@ -179,6 +188,8 @@ class OnlineRun:
                                 "served": m,
                                 "naive": n,
                                 "naive_recent": recent,
+                                "trained": trained,
+                                "version": self.batch_versions[i // self.args.rows_per_batch],
                             }
                         )
                         + "\n"
