@@ -8,11 +8,12 @@ Each candidate's out-of-fold predictions get their own conformal factor and are 
 by pinball loss in ms, the loss the EPP pays; the lowest wins (the simpler one on a tie), so
 a tree model is served only once it beats the running p90 on rows it never saw.
 
-The cost is the tree fits (the running p90s fit no tree): 3 folds per tree candidate, and
-from 500 rows the sharp candidate and the forward check's one more, so 3 tree fits per
-target below 500 rows and 7 from there, where it was 10-11 with 5 folds and the sharp
-candidate at every size: 50 pools of 1,000 rows (~450 per target) get their first models
-in a third of the time on one core (benchmarks/README.md, bench_pools_loop.py).
+The cost is the tree fits (the running p90s fit no tree): 3 folds per tree candidate, the
+forward check's one more (TPOT from 150 rows, TTFT from 500), and from 500 rows the sharp
+candidate's, so 3-4 tree fits per target below 500 rows and 7 from there, where it was
+10-11 with 5 folds and the sharp candidate at every size: 50 pools of 1,000 rows (~450 per
+target) get their first models in about a third of the time on one core
+(benchmarks/README.md, bench_pools_loop.py).
 """
 
 from __future__ import annotations
