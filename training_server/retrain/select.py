@@ -8,12 +8,11 @@ Each candidate's out-of-fold predictions get their own conformal factor and are 
 by pinball loss in ms, the loss the EPP pays; the lowest wins (the simpler one on a tie), so
 a tree model is served only once it beats the running p90 on rows it never saw.
 
-The cost is the tree fits (the running p90s fit no tree): 3 folds per tree candidate, the
-forward check's one more (TPOT from 150 rows, TTFT from 500), and from 500 rows the sharp
-candidate's, so 3-4 tree fits per target below 500 rows and 7 from there, where it was
-10-11 with 5 folds and the sharp candidate at every size: 50 pools of 1,000 rows (~450 per
-target) get their first models in about a third of the time on one core
-(benchmarks/README.md, bench_pools_loop.py).
+The cost is the tree fits (the running p90s fit no tree): 3 folds per tree candidate, and
+from 500 rows the sharp candidate and the forward check's one more, so 3 tree fits per
+target below 500 rows and 7 from there, where it was 10-11 with 5 folds and the sharp
+candidate at every size: 50 pools of 1,000 rows (~450 per target) get their first models
+in a third of the time on one core (benchmarks/README.md, bench_pools_loop.py).
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ import numpy as np
 
 from shared.backends import Backend, FitParams
 from shared.features import Columns
-from shared.targets import Target
 from training_server.retrain.candidates import Candidate
 from training_server.retrain.cross_conformal import (
     conformal_offset,
@@ -47,11 +45,7 @@ MAX_SELECTION_ROWS = 10_000
 # neighbours in time, which the served model cannot do for the next requests: on the
 # replays, trees won out of fold by 10-30 % on TPOT and lost 2 % online to the running p90.
 FORWARD_SHARE = 0.2
-# The newest rows the check needs, per target. TTFT's tails are heavy: on 30 rows one stall
-# decides it, and from 30 rows it cost sharegpt's TTFT (1.04-1.27x the naive p90, against
-# 0.65-0.85). TPOT's scores are narrow, and 30 rows tell a level from trees that lag it:
-# chatbot's TPOT in process 0.89 / 0.92 / 0.94 -> 0.83 / 0.91 / 0.89 (benchmarks/README.md).
-MIN_FORWARD_ROWS = {Target.TTFT: 100, Target.TPOT: 30}
+MIN_FORWARD_ROWS = 100
 
 
 class Scored:
@@ -108,13 +102,11 @@ def forward_check(
     best: Scored,
     columns: Columns,
     y: np.ndarray,
-    min_rows: int,
 ) -> Scored:
     """`best`, unless it has trees and the best model without trees predicts the newest
-    rows (at least `min_rows` of them) better from the older ones: where the trees lose to
-    the level, serve the level."""
+    rows better from the older ones: where the trees lose to the level, serve the level."""
     levels = [s for s in scored if not s.candidate.has_trees]
-    if not best.candidate.has_trees or not levels or len(y) * FORWARD_SHARE < min_rows:
+    if not best.candidate.has_trees or not levels or len(y) * FORWARD_SHARE < MIN_FORWARD_ROWS:
         return best
     level = min(levels, key=lambda s: s.pinball)
     trees_loss = forward_loss(backend, base, names, best, columns, y)
@@ -143,14 +135,10 @@ def select(
     train: tuple[Columns, np.ndarray],
     *,
     calibrate: bool,
-    target: Target,
 ) -> Selection:
-    """`target`'s candidate to serve, scored on the newest MAX_SELECTION_ROWS of `train`
-    (oldest first, actuals in ms); `candidates` first = preferred on a tie."""
+    """The candidate to serve, scored on the newest MAX_SELECTION_ROWS of `train` (oldest
+    first, actuals in ms); `candidates` first = preferred on a tie."""
     columns, y = newest(*train, MAX_SELECTION_ROWS)
     scored = [score_candidate(backend, base, names, c, columns, y, calibrate) for c in candidates]
     best = min(scored, key=lambda s: s.pinball)  # min keeps the first of equal losses
-    return Selection(
-        forward_check(backend, base, names, scored, best, columns, y, MIN_FORWARD_ROWS[target]),
-        scored,
-    )
+    return Selection(forward_check(backend, base, names, scored, best, columns, y), scored)

@@ -103,7 +103,6 @@ def train_target(
             offered,
             train,
             calibrate=settings.calibration is not Calibration.NONE,
-            target=target,
         )
         best = chosen.best
         result.candidates = {s.candidate.name: s.pinball for s in chosen.scored}

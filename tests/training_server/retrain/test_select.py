@@ -17,7 +17,6 @@ from shared.target_space import TargetSpace
 from shared.targets import Target
 from training_server.retrain.candidates import P90, P90_PER_QUEUED, SHARP_FROM_ROWS, candidates
 from training_server.retrain.scoring import served_ms
-from training_server.retrain.select import MIN_FORWARD_ROWS
 from training_server.retrain.target import train_target
 
 
@@ -167,23 +166,9 @@ def test_the_level_is_served_where_trees_lose_on_the_newest_rows(
     # ... but fitted on the older rows they carry the fast band into the slow newest rows.
     assert fit.choice == P90.name
     # Without the forward check, out-of-fold loss alone would have served the trees.
-    monkeypatch.setitem(MIN_FORWARD_ROWS, Target.TPOT, 10**9)
+    monkeypatch.setattr("training_server.retrain.select.MIN_FORWARD_ROWS", 10**9)
     unchecked = train_target(s, Target.TPOT, (columns, y), empty())
     assert unchecked.choice in trees
-
-
-def test_tpot_checks_the_newest_rows_from_a_few_hundred_rows(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """TPOT's check needs 30 newest rows (150 in all), so trees that lag a change of level
-    are not served to a new pool for its first minutes, as with TTFT's 100."""
-    s = settings()
-    columns, y = drifting_tpot(300, 3)
-    assert MIN_FORWARD_ROWS[Target.TPOT] <= 300 * 0.2 < MIN_FORWARD_ROWS[Target.TTFT]
-    assert train_target(s, Target.TPOT, (columns, y), empty()).choice == P90.name
-    monkeypatch.setitem(MIN_FORWARD_ROWS, Target.TPOT, MIN_FORWARD_ROWS[Target.TTFT])
-    unchecked = train_target(s, Target.TPOT, (columns, y), empty())
-    assert unchecked.choice is not None and unchecked.choice.startswith("trees_")
 
 
 @pytest.mark.parametrize("model_type", list(ModelType))
