@@ -183,7 +183,7 @@ class LiveFactor:
         # Rows since the last shift: a new one needs as many new rows as the shortest test.
         self._since_shift = SHIFT_LENGTHS[0]
         self._settling = False  # the factor is re-estimated from the rows since the shift
-        self._burst_window = 0  # rows of the shift's window it leaves out, once it can
+        self._burst_rows = 0  # rows of the shift's window left out once rows follow it
 
     def observe(
         self, actual: np.ndarray, served: np.ndarray, ids: np.ndarray | None = None
@@ -212,13 +212,13 @@ class LiveFactor:
             self._since_shift, self._settling = n, True
             missed = np.count_nonzero(scores[-n:] > self.log_offset)
             high = self.burst_window and missed > (1.0 - self.quantile) * n
-            self._burst_window = n if high else 0
+            self._burst_rows = n if high else 0
             self.shifts += 1
         if self._settling:
             before = self.log_offset
             since = self._since_shift
-            if since - self._burst_window >= SETTLE_AFTER_WINDOW_ROWS:
-                since -= self._burst_window
+            if since - self._burst_rows >= SETTLE_AFTER_WINDOW_ROWS:
+                since -= self._burst_rows
             self.log_offset = conformal_log_offset(scores[-since:], self.quantile)
             self._settling = self._since_shift < SETTLE_ROWS
             if n and abs(self.log_offset - before) >= LARGE_SHIFT_LOG:
