@@ -46,10 +46,11 @@ from shared.slot import BundleSlot
 from shared.targets import TARGETS, Target
 from training_server.bundle_share import BundleShare
 from training_server.metrics import TrainingMetrics
+from training_server.retrain.late_rows import late_rows, observe_late
 from training_server.retrain.live_factor import BURST_WINDOW_TARGETS, LiveFactor, clamp
 from training_server.retrain.live_groups import EppRows, GroupFactors, GroupRows, group_names
 from training_server.retrain.served_gap import ServedGap, served_by_prior
-from training_server.store import SampleStore
+from training_server.store import SampleStore, ServedRows
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,7 @@ class LiveCalibrator:
         self._gaps: dict[Target, ServedGap] = {}
         self._groups = GroupFactors(settings.quantile_alpha, settings.calibration_step)
         self._corrected: LoadedBundle | None = None  # the bundle the factors correct
+        self._corrected_through = 0  # the newest row id it was trained on
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -178,6 +180,7 @@ class LiveCalibrator:
             self.settings.quantile_alpha, self.settings.calibration_step, published.groups
         )
         self._corrected = self.slot.published  # the file's factors were for what is served
+        self._corrected_through = self.trained_through()
         log.info(
             "live calibration from sample %d: %s",
             published.through_sample_id,
@@ -193,6 +196,7 @@ class LiveCalibrator:
             self.state.through_sample_id, limit=MAX_ROWS_PER_STEP, features=True
         )
         bundle = self.slot.published
+        self._score_late(rows, bundle)
         rebased = self._rebase(bundle)
         version = bundle.version if bundle else None
         if not len(rows.ids) and not rebased and version == self.state.bundle_version:
@@ -286,11 +290,22 @@ class LiveCalibrator:
         )
         self.metrics.live_shifts.labels(target.value).inc()
 
+    def _score_late(self, rows: ServedRows, bundle: LoadedBundle | None) -> None:
+        """Rows the previous bundle served and the new one was trained on: scored against
+        the previous one before the rebase (retrain.late_rows)."""
+        old = self._corrected
+        if old is None or bundle is None or old.version == bundle.version or not len(rows.ids):
+            return
+        late = late_rows(rows, self._corrected_through, self.trained_through())
+        for shifted in observe_late(rows, late, old, self._factors, self._groups):
+            self._shifted(shifted.target, shifted.group, shifted.factor)
+
     def _rebase(self, bundle: LoadedBundle | None) -> bool:
         """When a new bundle is served, move each trained target's factor (the pool's and
         each group's) by how much less (or more) the new bundle needs to cover the newest
         held-out rows of the factor's level (retrain.live_factor); True when one moved."""
         old, self._corrected = self._corrected, bundle
+        self._corrected_through = self.trained_through()
         if bundle is None or old is None or old.version == bundle.version:
             return False
         moved = False
