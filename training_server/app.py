@@ -63,6 +63,7 @@ def _lifespan(
             leases,
             calibration_interval_sec=settings.calibration_interval_sec,
             wake=pools.added,
+            arrived=pools.take_arrived,
         )
         puller = None
         if start_loop:

@@ -116,7 +116,22 @@ class PoolRegistry:
         self.prior = prior_slot(settings)  # what a pool that does not exist answers with
         self.default = self._build(DEFAULT_POOL, default_slot, default_metrics)
         self._pools: dict[str, PoolRuntime] = {DEFAULT_POOL: self.default}
-        self.added = threading.Event()  # set when a pool is added (wakes the loop)
+        # Set when a pool is added or rows arrive: wakes the retrain loop (retrain.loop).
+        self.added = threading.Event()
+        self._arrived: set[str] = set()  # pools with rows since the loop last looked
+
+    def rows_arrived(self, name: str) -> None:
+        """Pool `name` stored new rows: the loop steps its live factor now, not on its
+        next second (retrain.loop)."""
+        with self._lock:
+            self._arrived.add(name)
+        self.added.set()
+
+    def take_arrived(self) -> set[str]:
+        """The pools that stored rows since the last call."""
+        with self._lock:
+            arrived, self._arrived = self._arrived, set()
+        return arrived
 
     @property
     def max_pools(self) -> int:

@@ -3,9 +3,10 @@
 Each pool's Retrainer keeps its own schedule (its clock, its warm-up, its backoff); this
 loop only calls each one's tick when that schedule says so, in turn, so fits of two pools
 never compete for the CPU and each retrain's duration (which sizes its next window)
-measures its own fit. A new pool wakes the loop at once. Which pools this replica retrains
-is each pool's own lease (training_server.pool_leases), asked by its retrainer; the loop
-gives them all back at stop.
+measures its own fit. A new pool wakes the loop at once, and so do a pool's new rows: its
+live factor is stepped then, between retrains, besides once a second. Which pools this
+replica retrains is each pool's own lease (training_server.pool_leases), asked by its
+retrainer; the loop gives them all back at stop.
 
 A pool chooses its models again only when its tick comes on time, the other pools'
 retrains of the last interval left the thread idle for more than 1 - BUSY_SHARE of it, and
@@ -71,9 +72,12 @@ class PoolsLoop:
         *,
         calibration_interval_sec: float,
         wake: threading.Event,
+        arrived: Callable[[], set[str]] = set,
     ):
-        """`members`: the pools now (read every pass); `wake` is set when one is added."""
+        """`members`: the pools now (read every pass); `wake` is set when one is added or
+        rows arrive; `arrived` gives (and forgets) the pools whose rows arrived."""
         self.members = members
+        self.arrived = arrived
         self.leadership = leadership
         self.calibration_interval = calibration_interval_sec
         self._wake = wake
@@ -166,9 +170,18 @@ class PoolsLoop:
                 ended = time.monotonic()
                 self._busy.append((ended, ended - started, member.name))
                 self._next_tick[member.name] = ended + wait
+        arrived = self.arrived()
         if time.monotonic() >= self._next_calibration:
             for member in members:
                 self._calibrate(member)
             self._next_calibration = time.monotonic() + self.calibration_interval
+        else:
+            # Rows just arrived: step their pool's live factor now. On the clock alone the
+            # step came up to a second after the EPP's flush, often just before its next
+            # predictions, too late for them: the factor answered a batch two batches
+            # later instead of one (benchmarks/README.md).
+            for member in members:
+                if member.name in arrived:
+                    self._calibrate(member)
         soonest = min([self._next_calibration, *self._next_tick.values()])
         return max(0.0, soonest - time.monotonic())

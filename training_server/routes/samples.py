@@ -76,6 +76,7 @@ async def add_training_data_bulk(
         metrics.samples_rejected.labels("store_unavailable").inc(len(valid))
         raise HTTPException(503, f"sample store unavailable: {type(exc).__name__}") from exc
     metrics.samples_accepted.inc(accepted)
+    pools.rows_arrived(pool.name)
     metrics.ingest_seconds.observe(time.perf_counter() - started)
     body: dict[str, Any] = {"message": f"Accepted {accepted} training samples."}
     if rejected:

@@ -24,7 +24,10 @@ from shared.live_calibration import (
 from shared.prior import prior_predict
 from shared.targets import Target
 from tests.apps import app_of
+from tests.conftest import training_settings
+from tests.polling import eventually
 from tests.training_server.conftest import OpenClient, ingest, train
+from training_server.app import create_app
 from training_server.retrain.live_calibration import REBASE_MIN_ROWS
 from training_server.retrain.live_factor import conformal_log_offset
 from training_server.retrain.served_gap import MAX_LEVEL_GAP
@@ -405,3 +408,31 @@ def test_a_large_shift_tells_the_retrains_where_tpot_rows_start_which_a_new_lead
     calibrator.state = None  # as a new leader starts
     tick(client)
     assert calibrator.fit_since(Target.TPOT) == since
+
+
+def test_rows_arriving_step_the_live_factor_without_waiting_for_its_clock(
+    tmp_path: Path,
+) -> None:
+    """The retrain loop steps a pool's live factor as soon as its rows are stored, not only
+    on its clock (an hour here): the EPP's next predictions, a second after its flush,
+    meet a factor that has seen the rows of the flush before."""
+    settings = training_settings(
+        tmp_path, f"sqlite:///{tmp_path / 'store.db'}", calibration_interval_sec=3600.0
+    )
+    with TestClient(create_app(settings, start_loop=True)) as client:
+        ingest(client, synthetic_rows(20, seed=1))  # fewer than a retrain needs
+        stored = eventually(
+            lambda: read_live_calibration(settings.model_dir),
+            10.0,
+            "the first live step (the loop's first pass)",
+        )
+        first = stored.through_sample_id
+        ingest(client, synthetic_rows(20, seed=2))
+        eventually(
+            lambda: (
+                (c := read_live_calibration(settings.model_dir)) is not None
+                and c.through_sample_id >= first + 20
+            ),
+            10.0,
+            "a live step on the new rows",
+        )
