@@ -1,15 +1,16 @@
 """Rows that arrive between the live factor's last step and a retrain's start: scored against
 the bundle that served them, before the new bundle's rebase.
 
-A retrain reads every stored row up to its start, and the leader's step runs once a second,
-so the rows of the last second before a retrain are in the new bundle's training sample by
-the time the step sees them. The step cannot score them against the new bundle (a fit
-answers its own rows too well), but they were served by the previous one, which never saw
-them. Left out, they are lost to the factor: 8 % of the rows of an online chatbot replay
-(whole batches, and in the first minute, while retrains come after 1, 2, 4 and 8 seconds,
-one batch in every few), and the rebase that follows then gives back a move the factor never
-made. So they are scored against the previous bundle first, with the factor in force, as
-the in-process replay scores every row (benchmarks/replay/inprocess.py).
+A retrain reads every stored row up to its start. The leader's step runs on the loop's
+thread, when rows arrive and on its clock, so rows stored after the last step (or while an
+earlier retrain of the pass ran) are in the new bundle's training sample by the time the
+step sees them. The step cannot score them against the new bundle (a fit answers its own
+rows too well), but they were served by the previous one, which never saw them. Left out,
+they are lost to the factor: 8 % of the rows of an online chatbot replay when the step ran
+only once a second (whole batches, and in the first minute, while retrains come after 1, 2,
+4 and 8 seconds, one batch in every few), and the rebase that follows then gives back a
+move the factor never made. So they are scored against the previous bundle first, with the
+factor in force, as the in-process replay scores every row (benchmarks/replay/inprocess.py).
 """
 
 from __future__ import annotations
