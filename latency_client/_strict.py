@@ -54,14 +54,22 @@ def encode_rows(rows: Sequence[Row], key: str = "requests") -> bytes:
     return orjson.dumps({key: rows}, default=_as_dict)
 
 
+def _splits(answer: dict[str, object], target: str) -> int | None:
+    value = answer.get(f"{target}_model_splits")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def decode_answer(body: bytes, expected: int) -> tuple[list[Prediction], float]:
     """The predictions in input order and the server's processing_time_ms."""
     try:
         answer = orjson.loads(body)
         rows = answer["predictions"]
         version = str(answer.get("model_version", ""))
+        splits = _splits(answer, "ttft"), _splits(answer, "tpot")
         predictions = [
-            Prediction(float(p["ttft_ms"]), float(p["tpot_ms"]), p.get("model_version", version))
+            Prediction(
+                float(p["ttft_ms"]), float(p["tpot_ms"]), p.get("model_version", version), *splits
+            )
             for p in rows
         ]
         server_ms = float(answer.get("processing_time_ms", 0.0))

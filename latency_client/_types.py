@@ -17,6 +17,10 @@ class Prediction(NamedTuple):
     ttft_ms: float
     tpot_ms: float
     model_version: str
+    # Split nodes of the model that answered each target; 0: a constant, which cannot tell
+    # pods apart by their features. None: the server did not say (llm-d's does not).
+    ttft_model_splits: int | None = None
+    tpot_model_splits: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from shared.decoding import decode_prediction_rows, decode_strict_body
 from shared.features import Columns, columns_from_dicts
 from shared.predictor import LoadedBundle
 from shared.targets import Target
-from shared.wire import json_bytes, prediction_payloads, predictions_json
+from shared.wire import json_bytes, model_splits, prediction_payloads, predictions_json
 
 Predictions = dict[Target, np.ndarray]
 
@@ -136,6 +136,7 @@ def encode_strict(
             "failed_predictions": 0,
             "processing_time_ms": (time.perf_counter() - started) * 1000.0,
             "model_version": bundle.version,
+            **model_splits(bundle),
         }
     )
     return b'{"predictions":' + predictions_json(bundle, predictions) + b"," + tail[1:]
@@ -157,5 +158,6 @@ def encode_bulk(
             "failed_predictions": len(errors),
             "processing_time_ms": (time.perf_counter() - started) * 1000.0,
             "model_version": bundle.version,
+            **model_splits(bundle),
         }
     )

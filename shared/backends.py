@@ -116,6 +116,10 @@ class Backend(Protocol):
 
     def importances(self, model: Any, names: Sequence[str]) -> dict[str, float]: ...
 
+    def split_count(self, model: Any) -> int:
+        """Split nodes over every tree: 0 for a model that answers one constant."""
+        ...
+
     def compile(self, model: Any) -> CompiledTrees: ...
 
 
@@ -241,6 +245,9 @@ class XGBoostBackend:
         gain = model.get_score(importance_type="gain")
         return {name: float(gain.get(name, 0.0)) for name in names}
 
+    def split_count(self, model: Any) -> int:
+        return int(sum(model.get_score(importance_type="weight").values()))
+
     def compile(self, model: Any) -> CompiledTrees:
         return compile_xgboost(model)
 
@@ -319,6 +326,9 @@ class LightGBMBackend:
     def importances(self, model: Any, names: Sequence[str]) -> dict[str, float]:
         gain = model.feature_importance(importance_type="gain")
         return {name: float(value) for name, value in zip(names, gain, strict=True)}
+
+    def split_count(self, model: Any) -> int:
+        return int(np.sum(model.feature_importance(importance_type="split")))
 
     def compile(self, model: Any) -> CompiledTrees:
         return compile_lightgbm(model)

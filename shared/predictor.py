@@ -54,6 +54,11 @@ class LoadedBundle:
     # (keyed by (pod_type_code, pod_class_code), as the rows carry them).
     scales: dict[Target, float] = field(init=False, repr=False)
     group_scales: dict[Target, dict[tuple[float, float], float]] = field(init=False, repr=False)
+    # Split nodes of each target's model (shared.backends.split_count). 0: the model answers
+    # one constant in its space (the running p90 candidates of training_server.retrain.
+    # candidates), so it tells pods apart by no feature but the queue count that space
+    # divides by; a picker ranks pods by its own counts while such a model answers.
+    splits: dict[Target, int] = field(default_factory=dict)
     # The library of model_type, for the models (or batches) the walk does not serve.
     backend: Backend = field(init=False, repr=False, compare=False)
 
@@ -175,6 +180,7 @@ def bundle_of(manifest: Manifest, models: dict[Target, Any | None]) -> LoadedBun
         spaces={t: manifest.targets[t].space for t in TARGETS},
         compiled=compiled,
         log_offsets={t: manifest.targets[t].calibration_log_offset for t in TARGETS},
+        splits={t: backend.split_count(m) for t, m in models.items() if m is not None},
     )
 
 

@@ -197,6 +197,10 @@ class BulkPredictionResponse(BaseModel):
     failed_predictions: int
     processing_time_ms: float
     model_version: str
+    # Ours (docs/api.md, section 3): split nodes of the model that answered each target;
+    # 0 for the cold-start prior and for a model without trees.
+    ttft_model_splits: int = 0
+    tpot_model_splits: int = 0
 
 
 class FlushRequest(_Request):

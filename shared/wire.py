@@ -12,7 +12,7 @@ import numpy as np
 import orjson
 
 from shared.predictor import LoadedBundle
-from shared.targets import Target
+from shared.targets import TARGETS, Target
 
 
 def finite_or_null(value: Any) -> Any:
@@ -44,6 +44,13 @@ def _common(bundle: LoadedBundle) -> dict[str, Any]:
         "last_model_load": None if bundle.is_prior else rfc3339(bundle.loaded_at),
         "model_version": bundle.version,
     }
+
+
+def model_splits(bundle: LoadedBundle) -> dict[str, int]:
+    """Ours, on the bulk answers: each target's split nodes (LoadedBundle.splits; 0 for the
+    prior and for a constant), so a picker can tell a model that ranks pods by their
+    features from one that cannot."""
+    return {f"{t.value}_model_splits": bundle.splits.get(t, 0) for t in TARGETS}
 
 
 def prediction_payloads(

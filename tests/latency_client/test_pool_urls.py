@@ -27,6 +27,10 @@ def test_predictions_and_rows_stay_in_the_pool_of_the_urls(tmp_path: Path) -> No
         with SyncPredictorClient(urls, trainer) as client:
             answers = client.predict([row(i) for i in range(3)])
             assert {a.model_version for a in answers} == {pool_version}
+            # the pool's bundle has trees (20 each), which the answers count for the picker
+            assert (
+                min(min(a.ttft_model_splits or 0, a.tpot_model_splits or 0) for a in answers) >= 20
+            )
             for i in range(7):
                 client.record(training_row(i))
             assert client.flush()
@@ -35,3 +39,4 @@ def test_predictions_and_rows_stay_in_the_pool_of_the_urls(tmp_path: Path) -> No
         with SyncPredictorClient(cluster.prediction_urls) as default_client:
             (answer,) = default_client.predict([row(0)])
             assert answer.model_version == "cold-start-prior"
+            assert (answer.ttft_model_splits, answer.tpot_model_splits) == (0, 0)

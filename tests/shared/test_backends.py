@@ -45,6 +45,21 @@ def test_a_model_without_trees_answers_the_quantile_of_its_labels(model_type: Mo
     )
 
 
+@pytest.mark.parametrize("model_type", list(ModelType))
+def test_split_count_is_zero_for_a_constant_and_counts_the_nodes_of_trees(
+    model_type: ModelType,
+) -> None:
+    # y rises with feature a: the trees split on it; the model without trees cannot
+    x = np.random.default_rng(4).uniform(0, 1, (400, 2))
+    y = np.exp(3 * x[:, 0]) + np.random.default_rng(5).uniform(0, 0.1, 400)
+    backend = BACKENDS[model_type]
+    constant = FitParams(ObjectiveType.QUANTILE, 0.9, n_estimators=0, start_quantile=0.5)
+    assert backend.split_count(backend.fit(x, y, constant, NAMES)) == 0
+    trees = FitParams(ObjectiveType.QUANTILE, 0.9, n_estimators=5, max_depth=2)
+    # 5 trees of depth 2: at most 3 splits each, and the signal makes every tree split
+    assert 5 <= backend.split_count(backend.fit(x, y, trees, NAMES)) <= 15
+
+
 def test_constant_labels_keep_a_finite_step() -> None:
     objective = objective_for(np.full(50, 3.0), FitParams(ObjectiveType.QUANTILE, 0.9))
     assert objective.start == 3.0 and objective.hessian == pytest.approx(1.0 / MIN_SPREAD)

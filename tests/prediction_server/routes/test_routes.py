@@ -252,6 +252,25 @@ def test_bulk_answers_every_valid_row_as_strict_does(model_dir: Path, published:
         assert got["tpot_ms"] == pytest.approx(want["tpot_ms"], rel=1e-9)
 
 
+@pytest.mark.parametrize("n_estimators", [0, 20])
+def test_bulk_answers_count_each_models_splits(model_dir: Path, n_estimators: int) -> None:
+    # Ours: a picker ranks pods by its own counts while a model without splits answers
+    # (latency_client's latency-first warm-up); the prior has none either.
+    rows = epp_rows(3, seed=41)
+    splits = ("ttft_model_splits", "tpot_model_splits")
+    with running_app(model_dir) as client:
+        prior = strict(client, rows)
+    assert [prior[k] for k in splits] == [0, 0]
+    publish_trained_bundle(model_dir, seed=5, n_estimators=n_estimators)
+    with running_app(model_dir) as client:
+        strict_body = strict(client, rows)
+        bulk = client.post("/predict/bulk", json={"requests": rows}).json()
+    for body in (strict_body, bulk):
+        counts = [body[k] for k in splits]
+        assert all(isinstance(c, int) for c in counts)
+        assert counts == [0, 0] if n_estimators == 0 else min(counts) >= n_estimators
+
+
 def publish_damaged_ttft(model_dir: Path, published: Manifest, row: dict[str, Any]) -> str:
     """The published bundle again, as a new version whose TTFT model answers NaN in the leaf
     of its first tree that `row` reaches (a real model, damaged; checksums consistent)."""
