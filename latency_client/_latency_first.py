@@ -32,11 +32,16 @@ traffic it spreads a group over every pod that holds its prefix. The rules, in o
    queued prompt in full, cached prefix included, and 200 ms per queued request), they are
    not a measurement of this pool: every pod counts as feasible, a prefix group is never
    split, and "fastest" means the fewest prompt tokens in flight (the picker's own count,
-   as llm-d's token-load scorer uses), with rules 4-5 as above. The first
-   `warmup_models` trained versions to answer count as warm-up too: fitted on the first
-   few dozen rows, the first one ranked pods worst of all in the simulator (per-pick
-   regret on `mixed` 388 ms on average, against 18 ms for the token count before it and
-   35-48 ms for the next two models).
+   as llm-d's token-load scorer uses), with rules 4-5 as above. So is a version whose
+   model of the ranking target has no split (`ttft_model_splits` 0; the decode profile:
+   `tpot_model_splits`): the trainer serves the running p90 (one value for every pod) or
+   the p90 per queued request (a queue count, blind to prompt sizes) until trees beat it,
+   on the first few dozen rows and wherever trees lose later. The first trained version
+   (a running p90 where we looked) ranked pods worst of all in the simulator (per-pick
+   regret on `mixed` 388 ms on average, against 18 ms for the token count).
+   `warmup_models` more trained versions may count as warm-up too (default none: counting
+   three versions instead cost chat pools 5-8 % of their first minute's TTFT p90;
+   benchmarks/README.md).
 
 State: the picker remembers when it last sent a request to each pod (by pod name) and the
 model versions it has seen, so one instance serves one pool. Deterministic: no random
@@ -64,7 +69,7 @@ class LatencyFirstConfig:
     starve_after_picks_per_pod: int = 4
     slo_buffer_factor: float = 1.0
     unlearned_versions: tuple[str, ...] = ("cold-start-prior",)
-    warmup_models: int = 1  # trained versions after the prior still counted as warm-up
+    warmup_models: int = 0  # trained versions with splits still counted as warm-up
 
 
 def check_candidates(
@@ -133,16 +138,17 @@ class LatencyFirstPicker:
         for index, (pod, p) in enumerate(zip(pods, predictions, strict=True)):
             if p is None:
                 continue
-            if not self.learned(p.model_version):
+            if not self.learned(p.model_version, p.ttft_model_splits):
                 out.append(_Option(index, pod, p, 0, float(pod.prefill_tokens_in_flight), False))
             else:
                 out.append(_Option(index, pod, p, self._tier(request, pod, p), p.ttft_ms, True))
         return out
 
-    def learned(self, version: str) -> bool:
-        """Whether answers of model `version` are a measurement of this pool (rule 7); it
+    def learned(self, version: str, splits: int | None = None) -> bool:
+        """Whether answers of model `version` are a measurement of this pool (rule 7), its
+        model of the target that ranks having `splits` split nodes (None: not known); it
         counts the trained versions seen, so ask it of each version as it answers."""
-        if version in self.config.unlearned_versions:
+        if version in self.config.unlearned_versions or splits == 0:
             return False
         if len(self._versions) > self.config.warmup_models:
             return True  # warm-up is over: stop collecting (a version every retrain)

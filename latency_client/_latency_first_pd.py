@@ -92,7 +92,8 @@ class PdLatencyFirstPicker:
         ]
         if not known:  # predictor down: llm-d's composite fallback
             return self._chosen(composite_pick(pods, rng))
-        if not self.prefill_picker.learned(known[0][2].model_version):
+        first = known[0][2]
+        if not self.prefill_picker.learned(first.model_version, first.tpot_model_splits):
             fewest = min(pod.running_requests for _, pod, _ in known)
             idle = [(i, pod, p) for i, pod, p in known if pod.running_requests == fewest]
             i, pod, p = min(idle, key=lambda o: self._last(o[1]))

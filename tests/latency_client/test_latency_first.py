@@ -106,15 +106,37 @@ def test_warm_up_ranks_by_prompt_tokens_in_flight_and_ignores_the_priors_slo_ver
     assert picker.pick(SLO, pods, trained, RNG).index == 0
 
 
-def test_the_first_trained_version_still_counts_as_warm_up() -> None:
-    # default warmup_models = 1: v1 ranks like the prior (tokens in flight: b), v2 by TTFT (a)
+def test_warmup_models_counts_trained_versions_as_warm_up() -> None:
+    # warmup_models = 1: v1 ranks like the prior (tokens in flight: b), v2 by TTFT (a)
     pods = [pod("a", prefill_tokens_in_flight=3000), pod("b", prefill_tokens_in_flight=10)]
-    picker = LatencyFirstPicker()
+    picker = LatencyFirstPicker(LatencyFirstConfig(warmup_models=1))
     first = [Prediction(100, 20, "v1"), Prediction(400, 20, "v1")]
     second = [Prediction(100, 20, "v2"), Prediction(400, 20, "v2")]
     assert picker.pick(SLO, pods, first, RNG).index == 1
     assert picker.pick(SLO, pods, second, RNG).index == 0
     assert picker.pick(SLO, pods, first, RNG).index == 0  # v1 seen again: no longer warm-up
+
+
+def test_a_model_without_splits_is_warm_up_and_is_not_counted() -> None:
+    # Versions whose TTFT model is a constant (the trainer's running p90s: 0 splits) rank
+    # like the prior, by tokens in flight (b), however many answered; the first version
+    # with trees ranks by TTFT (a); with warmup_models = 1 the second one does.
+    pods = [pod("a", prefill_tokens_in_flight=3000), pod("b", prefill_tokens_in_flight=10)]
+
+    def answers(version: str, splits: int | None) -> list[Prediction]:
+        return [Prediction(100, 20, version, splits, 7), Prediction(400, 20, version, splits, 7)]
+
+    picker = LatencyFirstPicker()
+    for version in ("v1", "v2", "v3"):
+        assert picker.pick(SLO, pods, answers(version, 0), RNG).index == 1
+    assert picker.pick(SLO, pods, answers("v4", 31), RNG).index == 0
+    assert picker.pick(SLO, pods, answers("v5", 0), RNG).index == 1  # a constant again
+    counting = LatencyFirstPicker(LatencyFirstConfig(warmup_models=1))
+    assert counting.pick(SLO, pods, answers("v1", 0), RNG).index == 1
+    assert counting.pick(SLO, pods, answers("v2", 31), RNG).index == 1
+    assert counting.pick(SLO, pods, answers("v3", 40), RNG).index == 0
+    # a server that does not count splits (llm-d's): its first trained version ranks
+    assert LatencyFirstPicker().pick(SLO, pods, answers("v1", None), RNG).index == 0
 
 
 def test_affinity_only_among_pods_meeting_the_slo() -> None:

@@ -114,11 +114,22 @@ def test_decode_profile_prefers_a_pod_that_serves_the_request_whole() -> None:
 
 
 def test_decode_profile_warms_up_on_the_fewest_running_requests() -> None:
-    picker = PdLatencyFirstPicker()  # the prior, then the first trained version: warm-up
+    picker = PdLatencyFirstPicker()  # the prior answers: warm-up
     pods = [decode("a", running_requests=4), decode("b", running_requests=1)]
     prior = [Prediction(50, 5, "cold-start-prior")] * 2
     got = picker.decode(REQUEST, pods, prior, RNG)
     assert (got.index, got.rule) == (1, "warmup")
+
+
+def test_decode_profile_warms_up_while_the_tpot_model_has_no_splits() -> None:
+    # the decode profile ranks by TPOT: a version whose TPOT model is a constant (0 splits)
+    # is warm-up there, even with TTFT trees; one with TPOT trees ranks by TPOT (a)
+    pods = [decode("a", running_requests=4), decode("b", running_requests=1)]
+    constant = [Prediction(900, 20, "v2", 50, 0), Prediction(900, 28, "v2", 50, 0)]
+    got = learned().decode(REQUEST, pods, constant, RNG)
+    assert (got.index, got.rule) == (1, "warmup")
+    trees = [Prediction(900, 20, "v3", 50, 40), Prediction(900, 28, "v3", 50, 40)]
+    assert learned().decode(REQUEST, pods, trees, RNG).index == 0
 
 
 def test_prefill_profile_ranks_by_ttft_and_ignores_tpot() -> None:
