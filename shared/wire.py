@@ -12,7 +12,7 @@ import numpy as np
 import orjson
 
 from shared.predictor import LoadedBundle
-from shared.targets import TARGETS, Target
+from shared.targets import Target
 
 
 def finite_or_null(value: Any) -> Any:
@@ -49,8 +49,12 @@ def _common(bundle: LoadedBundle) -> dict[str, Any]:
 def model_splits(bundle: LoadedBundle) -> dict[str, int]:
     """Ours, on the bulk answers: each target's split nodes (LoadedBundle.splits; 0 for the
     prior and for a constant), so a picker can tell a model that ranks pods by their
-    features from one that cannot."""
-    return {f"{t.value}_model_splits": bundle.splits.get(t, 0) for t in TARGETS}
+    features from one that cannot. Keys written out: this runs on every hot-path call."""
+    splits = bundle.splits
+    return {
+        "ttft_model_splits": splits.get(Target.TTFT, 0),
+        "tpot_model_splits": splits.get(Target.TPOT, 0),
+    }
 
 
 def prediction_payloads(
