@@ -22,10 +22,15 @@ traffic it spreads a group over every pod that holds its prefix. The rules, in o
    within `near_best` of the fastest (p90 predictions are that noisy; a band, not a tie),
    the least recently picked one. New prefix groups and cache-less traffic so go to pods
    that have had none lately, and a cold pod keeps getting traffic.
-5. **Starvation bound**: on such a request, a feasible pod that has not been picked for
+5. **Starvation bound**: on such a request, a feasible pod of the fastest pod's hardware
+   class (`pod_class`; "" for all where the rows carry none) that has not been picked for
    `starve_after_picks_per_pod` x pods picks joins the band even when predicted slower. It
    breaks the loop "no cache, so predicted slow, so never picked, so no cache" while
-   costing at most one request per starved pod per that many picks.
+   costing at most one request per starved pod per that many picks. A pod of a slower
+   class is not starved: it is slower, not cold, and still gets the requests for which it
+   comes within the band (a class that joins or recovers so gets rows). Starving it sent
+   chat pools of two and three classes 8 % of their requests at once, which then waited
+   2-3x their prediction.
 6. Otherwise: the fastest feasible pod (ties: least recently picked).
 7. **Warm-up**: while the answers come from a model that has learned nothing yet
    (`unlearned_versions`: our servers' cold-start prior, a fixed formula that charges every
@@ -179,7 +184,12 @@ class LatencyFirstPicker:
             return fastest, "fastest"
         limit = fastest.cost * (1 + config.near_best) + config.near_best_ms
         band = [o for o in feasible if o.cost <= limit]
-        starved = [o for o in feasible if self._starved(o.pod.name, len(pods))]
+        # Only pods of the fastest pod's class starve: a slower class is meant to get less.
+        starved = [
+            o
+            for o in feasible
+            if o.pod.pod_class == fastest.pod.pod_class and self._starved(o.pod.name, len(pods))
+        ]
         chosen = min((*band, *starved), key=self._last)
         return chosen, "starved" if chosen not in band else "least_recent"
 

@@ -187,6 +187,33 @@ def test_a_starved_pod_gets_a_cacheless_request_once_per_window() -> None:
     assert all(picker.pick(SLO, pods, preds, RNG).index != 3 for _ in range(20))
 
 
+def test_only_pods_of_the_fastest_pods_class_starve() -> None:
+    # a, b (b200) 100 ms; c (b200) and d (h200) 300 ms, within the SLO, outside the band;
+    # window = 1 x 4 pods = 4 picks. Picks 0-3: a, b, a, b; at pick 4 both c and d have
+    # gone more than 4 picks without one, but only c is of the fastest's class: c; then
+    # a, b, a, b, a and c again at pick 10. d, of a slower class, never (without classes
+    # it would have followed c at pick 5).
+    config = LatencyFirstConfig(
+        warmup_models=0, near_best=0.0, near_best_ms=0.0, starve_after_picks_per_pod=1
+    )
+    picker = LatencyFirstPicker(config)
+    pods = [pod(name, pod_class="b200") for name in "abc"] + [pod("d", pod_class="h200")]
+    preds = [p(100), p(100), p(300), p(300)]
+    picks = [picker.pick(SLO, pods, preds, RNG) for _ in range(12)]
+    slow = [(i, got.index, got.rule) for i, got in enumerate(picks) if got.index >= 2]
+    assert slow == [(4, 2, "starved"), (10, 2, "starved")]
+
+
+def test_a_pod_of_a_slower_class_still_gets_its_turn_in_the_band() -> None:
+    # band = 100 x 1.1 + 5 = 115 ms: a (b200) and c (h200, 108 ms) take turns
+    config = LatencyFirstConfig(
+        warmup_models=0, near_best=0.1, near_best_ms=5.0, starve_after_picks_per_pod=99
+    )
+    picker = LatencyFirstPicker(config)
+    pods = [pod("a", pod_class="b200"), pod("c", pod_class="h200")]
+    assert [picker.pick(SLO, pods, [p(100), p(108)], RNG).index for _ in range(4)] == [0, 1, 0, 1]
+
+
 def test_predictor_down_uses_llm_ds_composite_score() -> None:
     # composite: a = (1 - 0.9 + 0 + 0) / 3; b = (1 - 0 + 1 + 0) / 3 -> b twice as likely...
     pods = [pod("a", kv_cache_percentage=0.9, num_request_waiting=4), pod("b")]
