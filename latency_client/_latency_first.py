@@ -28,9 +28,9 @@ traffic it spreads a group over every pod that holds its prefix. The rules, in o
    breaks the loop "no cache, so predicted slow, so never picked, so no cache" while
    costing at most one request per starved pod per that many picks. A pod of a slower
    class is not starved: it is slower, not cold, and still gets the requests for which it
-   comes within the band (a class that joins or recovers so gets rows). Starving it sent
-   chat pools of two and three classes 8 % of their requests at once, which then waited
-   2-3x their prediction.
+   comes within the band (a class that joins or recovers so gets rows). Starving each pod
+   of the slower classes cost chat pools of two and three classes 3-6 % of TTFT p90
+   (benchmarks/README.md, "pods of a slower class no longer starve").
 6. Otherwise: the fastest feasible pod (ties: least recently picked).
 7. **Warm-up**: while the answers come from a model that has learned nothing yet
    (`unlearned_versions`: our servers' cold-start prior, a fixed formula that charges every
