@@ -1,6 +1,7 @@
 """What bench_predict reads the server's figures against, measured in the same process on
 the same rows and model: the bare model call, the server's own tree walk, a naive handler
-built like the existing service, and what the Prometheus metrics add to a call."""
+built like the existing service, and what the Prometheus metrics and the TPOT blend with
+the level (shared.live_calibration) add to a call."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ from benchmarks.common import say
 from benchmarks.trace_files import prediction_rows, resample
 from shared.backends import backend_for
 from shared.features import build_matrix, columns_from_dicts
+from shared.live_calibration import Blend, LiveOffsets
 from shared.predictor import LoadedBundle
 from shared.schemas import PredictionRequest
-from shared.targets import TARGETS
+from shared.targets import TARGETS, Target
 
 Cells = dict[tuple[int, int], dict[str, Any]]  # (rows, concurrency) -> one cell's figures
 
@@ -53,6 +55,27 @@ def metrics_call() -> float:
 
     metrics = PredictMetrics(CollectorRegistry())
     return time_per_call(lambda: metrics.observe("strict", 0.0004, 100))
+
+
+def blend_calls(bundle: LoadedBundle, rows: list[dict[str, Any]]) -> tuple[float, float, float]:
+    """Seconds per LoadedBundle.predict on `rows`: with the live factor alone, with the pool's
+    TPOT blend, and with two groups' blends (the rows carry no group: the masks still run)."""
+    columns = columns_from_dicts(rows)
+    pool = {t: 0.1 for t in TARGETS}
+    plain = bundle.with_live(LiveOffsets(pool=pool))
+    blended = bundle.with_live(LiveOffsets(pool=pool, blends={"": {Target.TPOT: Blend(0.5, 9)}}))
+    grouped = bundle.with_live(
+        LiveOffsets(
+            pool=pool,
+            groups={"h200": pool, "b200": pool},
+            blends={g: {Target.TPOT: Blend(0.5, 9)} for g in ("h200", "b200")},
+        )
+    )
+    return (
+        time_per_call(lambda: plain.predict(columns)),
+        time_per_call(lambda: blended.predict(columns)),
+        time_per_call(lambda: grouped.predict(columns)),
+    )
 
 
 def naive_call(bundle: LoadedBundle, body: bytes) -> float:
@@ -146,3 +169,9 @@ def print_references(
         f"{100 * cost_us / max(server_us):.1f}-{100 * cost_us / min(server_us):.1f} % of the "
         f"server's own p50 above"
     )
+    say("\nLoadedBundle.predict (us per call): live factor alone / + pool TPOT blend / + 2 groups'")
+    for batch in batches:
+        rows = prediction_rows(resample(trace, batch, seed=batch))
+        validated = [PredictionRequest.model_validate(r).model_dump() for r in rows]
+        plain, pool, groups = (s * 1e6 for s in blend_calls(bundle, validated))
+        say(f"{batch:5d} rows: {plain:7.1f} / {pool:7.1f} / {groups:7.1f}")

@@ -18,6 +18,12 @@ both) gets a factor per group as well: a noisy neighbour slows one class, a pref
 TTFT is not a decode pod's, and one factor for the whole pool would under-cover one group
 while over-covering the others. Rows of a group are served with its factor; rows of no
 group, or of one the leader has no factor for, with the pool's.
+
+A target may also be blended with its level (training_server.retrain.level_blend): served
+is then `blend_weight * answer + (1 - blend_weight) * blend_level_ms`, the answer being the
+model's times both factors. A weight of 1 (the default, and what a file without the field
+means) serves the answer alone. In a pool whose rows fall into groups only the groups'
+blends serve, each for its own rows.
 """
 
 from __future__ import annotations
@@ -39,12 +45,22 @@ MAX_LIVE_LOG_OFFSET = 2.0
 
 
 @dataclass(frozen=True)
+class Blend:
+    """Serve `weight * answer + (1 - weight) * level_ms`."""
+
+    weight: float
+    level_ms: float
+
+
+@dataclass(frozen=True)
 class LiveOffsets:
     """The live log-factors to serve: the pool's per target, and per group of rows
-    (shared.live_groups: "decode", "h200", "decode/h200") for the rows of that group."""
+    (shared.live_groups: "decode", "h200", "decode/h200") for the rows of that group; and
+    the blends with the level, keyed alike ("" for the pool's), where a target has one."""
 
     pool: dict[Target, float] = field(default_factory=dict)
     groups: dict[str, dict[Target, float]] = field(default_factory=dict)
+    blends: dict[str, dict[Target, Blend]] = field(default_factory=dict)
 
 
 NO_LIVE_OFFSETS = LiveOffsets()
@@ -78,6 +94,19 @@ class TargetLiveCalibration(BaseModel):
         description="first row id of a new level after a large shift (0: none): the "
         "retrains fit the rows since once enough have arrived; kept so a new leader does too",
     )
+    blend_weight: float = Field(
+        1.0, ge=0.0, le=1.0, description="the answer's share of what is served (1: no blend)"
+    )
+    blend_level_ms: float = Field(
+        0.0, ge=0.0, description="the quantile of the newest actuals the answer is blended with"
+    )
+
+    @property
+    def blend(self) -> Blend | None:
+        """The blend to serve, None when the answer is served alone."""
+        if self.blend_weight >= 1.0 or self.blend_level_ms <= 0.0:
+            return None
+        return Blend(self.blend_weight, self.blend_level_ms)
 
     @property
     def factor_log_offset(self) -> float:
@@ -106,12 +135,22 @@ class LiveCalibration(BaseModel):
         """The offsets to serve with a bundle of `quantile` (none for another quantile)."""
         if self.quantile != quantile:
             return NO_LIVE_OFFSETS
+        # Where a target's rows fall into groups, each group's level is its own and the
+        # pool's (a mix of the groups') blends no row: a group's rows before it has a level
+        # of its own are served the answer alone.
+        grouped = {t for targets in self.groups.values() for t in targets}
+        every = {"": {t: e for t, e in self.targets.items() if t not in grouped}, **self.groups}
+        blends = {
+            name: {t: blend for t, entry in targets.items() if (blend := entry.blend)}
+            for name, targets in every.items()
+        }
         return LiveOffsets(
             pool={t: entry.log_offset for t, entry in self.targets.items()},
             groups={
                 name: {t: entry.log_offset for t, entry in targets.items()}
                 for name, targets in self.groups.items()
             },
+            blends={name: targets for name, targets in blends.items() if targets},
         )
 
 

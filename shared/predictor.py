@@ -18,11 +18,12 @@ from shared.artifact import (
     read_manifest,
 )
 from shared.backends import Backend, backend_for
-from shared.features import Columns, build_matrix, code_column
-from shared.live_calibration import NO_LIVE_OFFSETS, LiveOffsets
+from shared.features import Columns, build_matrix
+from shared.live_calibration import NO_LIVE_OFFSETS, Blend, LiveOffsets
 from shared.live_groups import group_codes
 from shared.prior import PRIOR_VERSION, prior_predict
 from shared.served import answer_ms, calibration_scale, compile_model, model_output
+from shared.served_groups import GroupTables
 from shared.settings import ModelType, ObjectiveType
 from shared.target_space import TargetSpace
 from shared.targets import TARGETS, Target
@@ -50,10 +51,13 @@ class LoadedBundle:
     # The models as flat arrays (shared.tree_eval), where they reproduce the library.
     compiled: dict[Target, CompiledTrees] = field(default_factory=dict, repr=False)
     # exp of their sum (shared.served.calibration_scale), computed once: the predict path
-    # multiplies by it; rows of a group with a live factor of its own by group_scales
-    # (keyed by (pod_type_code, pod_class_code), as the rows carry them).
+    # multiplies by it; where rows fall into groups with live factors or blends of their
+    # own, by their group's as `groups` holds them (shared.served_groups).
     scales: dict[Target, float] = field(init=False, repr=False)
-    group_scales: dict[Target, dict[tuple[float, float], float]] = field(init=False, repr=False)
+    groups: GroupTables = field(init=False, repr=False)
+    # The pool's blend with the level of a target whose rows have no group blends
+    # (shared.live_calibration.Blend).
+    pool_blends: dict[Target, Blend] = field(init=False, repr=False)
     # Split nodes of each target's model (shared.backends.split_count). 0: the model answers
     # one constant in its space (the running p90 candidates of training_server.retrain.
     # candidates), so it tells pods apart by no feature but the queue count that space
@@ -71,17 +75,25 @@ class LoadedBundle:
                 for t in TARGETS
             },
         )
+        group_scales = {
+            t: {
+                group_codes(name): calibration_scale(self.log_offsets.get(t, 0.0), live)
+                for name, offsets in self.live.groups.items()
+                if (live := offsets.get(t)) is not None
+            }
+            for t in TARGETS
+        }
+        group_blends: dict[Target, dict[tuple[float, float], Blend]] = {}
+        for name, targets in self.live.blends.items():
+            for t, blend in targets.items():
+                if name:
+                    group_blends.setdefault(t, {})[group_codes(name)] = blend
         object.__setattr__(
-            self,
-            "group_scales",
-            {
-                t: {
-                    group_codes(name): calibration_scale(self.log_offsets.get(t, 0.0), live)
-                    for name, offsets in self.live.groups.items()
-                    if (live := offsets.get(t)) is not None
-                }
-                for t in TARGETS
-            },
+            self, "groups", GroupTables.build(self.scales, group_scales, group_blends)
+        )
+        pool = self.live.blends.get("", {})
+        object.__setattr__(
+            self, "pool_blends", {t: b for t, b in pool.items() if t not in group_blends}
         )
         object.__setattr__(self, "backend", backend_for(self.model_type))
 
@@ -102,6 +114,11 @@ class LoadedBundle:
                 for name, targets in offsets.groups.items()
                 if (trained := {t: v for t, v in targets.items() if self.has_model(t)})
             },
+            blends={
+                name: trained_blends
+                for name, targets in offsets.blends.items()
+                if (trained_blends := {t: b for t, b in targets.items() if self.has_model(t)})
+            },
         )
         return self if live == self.live else replace(self, live=live)
 
@@ -109,24 +126,10 @@ class LoadedBundle:
         """The pool's live log-factor served for `target` (0: none)."""
         return self.live.pool.get(target, 0.0)
 
-    def _scale(self, target: Target, columns: Columns) -> float | np.ndarray:
-        """The calibration factor of each row: its group's where the group has a live
-        factor of its own, else the pool's (one number when no row needs another)."""
-        by_group = self.group_scales[target]
-        if not by_group:
-            return self.scales[target]
-        rows = len(next(iter(columns.values()))) if columns else 0
-        none = np.zeros(rows)
-        roles = columns.get(code_column("pod_type"), none)
-        classes = columns.get(code_column("pod_class"), none)
-        scale = np.full(rows, self.scales[target])
-        for (role, pod_class), group_scale in by_group.items():
-            scale[(roles == role) & (classes == pod_class)] = group_scale
-        return scale
-
     def predict(self, columns: Columns) -> dict[Target, np.ndarray]:
         """Predictions per target in ms, clamped at 0 (a latency is never negative)."""
         out: dict[Target, np.ndarray] = {}
+        groups, index = self.groups, None
         for target in TARGETS:
             model = self.models.get(target)
             if model is None:
@@ -135,7 +138,16 @@ class LoadedBundle:
             matrix = build_matrix(columns, self.features[target])
             output = model_output(self.backend, model, self.compiled.get(target), matrix)
             space = self.spaces.get(target, TargetSpace.MS)
-            out[target] = answer_ms(space, columns, output, self._scale(target, columns))
+            if groups.used_by(target) and index is None:
+                index = groups.index(columns, len(matrix))
+            by_group = groups.scales.get(target)
+            scale = self.scales[target] if by_group is None or index is None else by_group[index]
+            ms = answer_ms(space, columns, output, scale)
+            if index is not None and target in groups.weights:
+                ms = groups.blended(target, index, ms)
+            elif (pool := self.pool_blends.get(target)) is not None:
+                ms = pool.weight * ms + (1.0 - pool.weight) * pool.level_ms
+            out[target] = ms
         return out
 
 

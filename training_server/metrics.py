@@ -110,6 +110,13 @@ class TrainingMetrics:
             ["target"],
             registry=r,
         )
+        self.live_blend_weight = Gauge(
+            "latency_live_blend_weight",
+            "The model's share of the served p90, blended with the p90 of the newest actuals "
+            "(1 = the model alone)",
+            ["target"],
+            registry=r,
+        )
         self.live_coverage = Gauge(
             "latency_live_coverage",
             "Share of the newest 1,000 scored actuals at or below the p90 the EPP was served",

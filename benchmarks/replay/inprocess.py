@@ -9,10 +9,11 @@ it calls for fits every row sent so far (the retrainer's own train_target on the
 windows) and answers from the next batch (the prediction server loads it within a sync);
 the prior answers a target until then; and the live calibration factor moves after every
 batch (retrain.live_factor, as the leading trainer moves it once a second, rebased when a
-new model starts answering) and applies from the next
-batch. What it leaves out: retrain time, the retention and window caps, sync jitter. A
-trace takes seconds; use the online mode for the figures that count. The scoring is the
-online mode's: both naive p90s, and after the shift in a drift replay (drift_metrics.py).
+new model starts answering) and applies from the next batch, as does the blend with the
+level (retrain.level_blend). What it leaves out: retrain time, the retention and window
+caps, sync jitter. A trace takes seconds; use the online mode for the figures that count.
+The scoring is the online mode's: both naive p90s, and after the shift in a drift replay
+(drift_metrics.py).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from shared.schemas import PredictionRequest, TrainingEntry
 from shared.settings import Calibration, TrainingSettings
 from shared.targets import TARGETS, Target
 from training_server.retrain.fit import TargetFit
+from training_server.retrain.level_blend import BLEND_TARGETS, LevelBlend
 from training_server.retrain.live_calibration import (
     FIT_SINCE_TARGETS,
     REBASE_MIN_ROWS,
@@ -139,6 +141,7 @@ class TargetReplay:
         # as the leading trainer moves it
         self.live = LiveFactor(q, step, burst_window=target in BURST_WINDOW_TARGETS)
         self.gap = ServedGap(q, step)  # and its gap, on the served p90s
+        self.blend = LevelBlend(q) if target in BLEND_TARGETS else None  # then the blend
 
     def batch(self, k: int, batch: np.ndarray, warmup: int) -> None:
         """Batch `k` (row positions `batch`): serve, score from `warmup` on, move the live
@@ -147,7 +150,9 @@ class TargetReplay:
         while self.pending and self.pending[0][0] <= k:
             self._swap(self.pending.pop(0)[1], int(batch[0]))
         scored = batch[data.measured[batch]]
-        trained, served = self._served(scored)
+        trained, answers = self._served(scored)  # the model's times its factors
+        blend = self.blend if trained else None
+        served = answers if blend is None else blend.served(answers)
         start = int(batch[0])
         seen = data.actual[:start][data.measured[:start]]
         if k >= warmup and len(seen):
@@ -165,10 +170,16 @@ class TargetReplay:
                 )
         adaptive = self.settings.calibration is Calibration.ADAPTIVE
         if adaptive and trained and len(scored):
-            # The factor scores the answers without the gap; the gap what was served.
-            without_gap = served / math.exp(self.gap.log_offset)
+            # The factor scores the answers without the gap; the gap what was served; the
+            # blend the answers it blends.
+            without_gap = answers / math.exp(self.gap.log_offset)
+            large_since = self.live.large_since
             self.live.observe(data.actual[scored], without_gap, scored)
             self.gap.observe(data.actual[scored], served)
+            if blend is not None:
+                blend.observe(data.actual[scored], answers, scored)
+                if self.live.large_since != large_since:
+                    blend.since(self.live.large_since)
         if self.schedule.due(k, int(batch[-1]) + 1):
             self._retrain(k, int(batch[-1]) + 1)
 

@@ -47,6 +47,12 @@ from shared.targets import TARGETS, Target
 from training_server.bundle_share import BundleShare
 from training_server.metrics import TrainingMetrics
 from training_server.retrain.late_rows import late_rows, observe_late
+from training_server.retrain.level_blend import (
+    BLEND_TARGETS,
+    LevelBlend,
+    published_fields,
+    resumed_blend,
+)
 from training_server.retrain.live_factor import BURST_WINDOW_TARGETS, LiveFactor, clamp
 from training_server.retrain.live_groups import EppRows, GroupFactors, GroupRows, group_names
 from training_server.retrain.served_gap import ServedGap, served_by_prior
@@ -100,6 +106,7 @@ class LiveCalibrator:
         self._recent = {t: deque[bool](maxlen=RECENT_ROWS) for t in TARGETS}
         self._factors: dict[Target, LiveFactor] = {}
         self._gaps: dict[Target, ServedGap] = {}
+        self._blends: dict[Target, LevelBlend] = {}  # the pool's, of BLEND_TARGETS
         self._groups = GroupFactors(settings.quantile_alpha, settings.calibration_step)
         self._corrected: LoadedBundle | None = None  # the bundle the factors correct
         self._corrected_through = 0  # the newest row id it was trained on
@@ -176,6 +183,9 @@ class LiveCalibrator:
             t: ServedGap(q, step, e.served_level, e.served_gap)
             for t, e in published.targets.items()
         }
+        self._blends = {
+            t: resumed_blend(q, e) for t, e in published.targets.items() if t in BLEND_TARGETS
+        }
         self._groups = GroupFactors(
             self.settings.quantile_alpha, self.settings.calibration_step, published.groups
         )
@@ -229,8 +239,14 @@ class LiveCalibrator:
             epp_actual, epp_served = rows.scored(target)  # what the EPP was served
             self._recent[target].extend((epp_actual <= epp_served).tolist())
             pool_log_offset = factor.log_offset  # what a group seen first starts from
+            before_blend = served * math.exp(gap.log_offset)  # as served, but for the blend
+            large_since = factor.large_since
             if factor.observe(actual, served, rows.ids[measured]):
                 self._shifted(target, "", factor)
+            if (blend := self._blends.get(target)) is not None:
+                blend.observe(actual, before_blend, rows.ids[measured])
+                if factor.large_since != large_since:
+                    blend.since(factor.large_since)
             epp_measured = (rows.actual[target] > 0) & ~np.isnan(rows.predicted[target])
             by_prior = served_by_prior(target, rows.columns, rows.predicted[target])
             epp = EppRows(names[epp_measured], epp_actual, epp_served, ~by_prior[epp_measured])
@@ -244,6 +260,7 @@ class LiveCalibrator:
             for name in shifted:
                 self._shifted(target, name, self._groups.factors[name][target])
             recent = self._recent[target]
+            blend_weight, blend_level_ms = published_fields(blend)
             targets[target] = TargetLiveCalibration(
                 log_offset=clamp(factor.log_offset + gap.log_offset),
                 served_gap=gap.log_offset,
@@ -251,6 +268,8 @@ class LiveCalibrator:
                 fit_since=factor.large_since if target in FIT_SINCE_TARGETS else 0,
                 rows=entry.rows + len(actual),
                 recent_coverage=float(np.mean(recent)) if recent else None,
+                blend_weight=blend_weight,
+                blend_level_ms=blend_level_ms,
             )
             self.metrics.live_rows.labels(target.value).inc(len(actual))
             scored = True
@@ -357,6 +376,7 @@ class LiveCalibrator:
         current = self.state or self.reader.current
         for target, entry in current.targets.items() if current else ():
             self.metrics.live_log_offset.labels(target.value).set(entry.log_offset)
+            self.metrics.live_blend_weight.labels(target.value).set(entry.blend_weight)
             if entry.recent_coverage is not None:
                 self.metrics.live_coverage.labels(target.value).set(entry.recent_coverage)
         for name, entries in current.groups.items() if current else ():

@@ -7,7 +7,8 @@ other classes' rows are covered more than enough, and the pool's factor lands in
 a prefill pod's TTFT and a decode pod's blur alike. Each group seen in the rows therefore
 gets a LiveFactor of its own per target, moved by that group's rows only, with the same
 steps, shift test and rebase as the pool's (retrain.live_factor), and a ServedGap of its own
-stepped on the p90s its rows were served (retrain.served_gap). A group's factor starts
+stepped on the p90s its rows were served (retrain.served_gap), and for the blended targets
+a blend with its own level (retrain.level_blend). A group's factor starts
 where the pool's stands when the group first appears (its gap at none), so a pool of a
 single group serves exactly what the pool's factor would. Rows of no group keep the pool's factor.
 """
@@ -23,6 +24,12 @@ import numpy as np
 from shared.live_calibration import TargetLiveCalibration
 from shared.live_groups import group_name
 from shared.targets import Target
+from training_server.retrain.level_blend import (
+    BLEND_TARGETS,
+    LevelBlend,
+    published_fields,
+    resumed_blend,
+)
 from training_server.retrain.live_factor import BURST_WINDOW_TARGETS, LiveFactor, clamp
 from training_server.retrain.served_gap import ServedGap
 
@@ -90,6 +97,10 @@ class GroupFactors:
             }
             for name, targets in self.entries.items()
         }
+        self.blends: dict[str, dict[Target, LevelBlend]] = {
+            name: {t: resumed_blend(quantile, e) for t, e in targets.items() if t in BLEND_TARGETS}
+            for name, targets in self.entries.items()
+        }
         self._recent: dict[tuple[str, Target], deque[bool]] = {}
 
     def factor(self, name: str, target: Target, pool_log_offset: float) -> LiveFactor | None:
@@ -108,6 +119,8 @@ class GroupFactors:
                 burst_window=target in BURST_WINDOW_TARGETS,
             )
             self.gaps.setdefault(name, {})[target] = ServedGap(self.quantile, self.step)
+            if target in BLEND_TARGETS:
+                self.blends.setdefault(name, {})[target] = LevelBlend(self.quantile)
         return targets[target]
 
     def observe(
@@ -130,19 +143,29 @@ class GroupFactors:
             gap = self.gaps[name][target]
             epp_mine = epp.names == name
             served = rows.answers[mine] * math.exp(factor.log_offset)
+            before_blend = served * math.exp(gap.log_offset)  # as served, but for the blend
+            large_since = factor.large_since
             if factor.observe(rows.actual[mine], served, rows.ids[mine]):
                 shifted.append(name)
+            blend = self.blends.get(name, {}).get(target)
+            if blend is not None:
+                blend.observe(rows.actual[mine], before_blend, rows.ids[mine])
+                if factor.large_since != large_since:
+                    blend.since(factor.large_since)
             gap_rows = epp_mine & epp.by_model
             gap.observe(epp.actual[gap_rows], epp.served[gap_rows])
             recent = self._recent.setdefault((name, target), deque(maxlen=RECENT_ROWS))
             recent.extend((epp.actual[epp_mine] <= epp.served[epp_mine]).tolist())
             entry = self.entries.setdefault(name, {}).get(target, TargetLiveCalibration())
+            blend_weight, blend_level_ms = published_fields(blend)
             self.entries[name][target] = TargetLiveCalibration(
                 log_offset=clamp(factor.log_offset + gap.log_offset),
                 served_gap=gap.log_offset,
                 served_level=gap.level,
                 rows=entry.rows + int(np.count_nonzero(mine)),
                 recent_coverage=float(np.mean(recent)) if recent else None,
+                blend_weight=blend_weight,
+                blend_level_ms=blend_level_ms,
             )
         return shifted
 
