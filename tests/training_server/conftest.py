@@ -11,6 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from devkit.synthetic import synthetic_rows
+from shared.live_calibration import LiveCalibration, read_live_calibration
+from tests.apps import app_of
 from tests.conftest import training_settings
 from training_server.app import create_app
 
@@ -61,3 +63,15 @@ def train(client: TestClient, n: int = 400, seed: int = 0) -> dict[str, Any]:
 def trained(client: TestClient) -> TestClient:
     train(client)
     return client
+
+
+def published_of(client: TestClient) -> LiveCalibration:
+    """The default pool's live calibration file as the leader last wrote it."""
+    published = read_live_calibration(app_of(client).state.settings.model_dir)
+    assert published is not None
+    return published
+
+
+def tick(client: TestClient) -> None:
+    """One live calibration step of the default pool (the loop is not started)."""
+    app_of(client).state.pools.default.calibrator.tick()

@@ -9,13 +9,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from devkit.synthetic import synthetic_rows
-from shared.live_calibration import Blend, LiveCalibration, read_live_calibration
+from shared.live_calibration import Blend, LiveCalibration
 from shared.targets import Target
 from tests.apps import app_of
-from tests.training_server.conftest import OpenClient, ingest, train
+from tests.training_server.conftest import OpenClient, ingest, published_of, tick, train
 from training_server.retrain.level_blend import (
     LEVEL_MIN_ROWS,
     LEVEL_ROWS,
@@ -117,16 +116,6 @@ def _ask() -> dict[str, Any]:
     return {**row, "pod_type": ""}
 
 
-def _published(client: TestClient) -> LiveCalibration:
-    published = read_live_calibration(app_of(client).state.settings.model_dir)
-    assert published is not None
-    return published
-
-
-def _tick(client: TestClient) -> None:
-    app_of(client).state.pools.default.calibrator.tick()
-
-
 def test_the_leader_publishes_each_groups_blend_and_the_route_serves_it(
     open_client: OpenClient,
 ) -> None:
@@ -135,7 +124,7 @@ def test_the_leader_publishes_each_groups_blend_and_the_route_serves_it(
     serves a row of each class its blend, and a row of no class the answer alone."""
     client = open_client()
     train(client)
-    _tick(client)
+    tick(client)
     unblended = {
         pod_class: client.post("/predict", json={**_ask(), "pod_class": pod_class}).json()
         for pod_class in ("fast", "slow", "")
@@ -147,8 +136,8 @@ def test_the_leader_publishes_each_groups_blend_and_the_route_serves_it(
     first = store.max_sample_id()
     for pod_class, group in rows.items():
         ingest(client, [{**row, "pod_class": pod_class, "pod_type": ""} for row in group])
-    _tick(client)
-    published = _published(client)
+    tick(client)
+    published = published_of(client)
     assert Target.TTFT not in published.log_offsets(Q).blends.get("fast", {})
     stored = store.served_since(first, limit=10_000, features=True)
     for pod_class in rows:
@@ -175,11 +164,11 @@ def test_a_pool_without_groups_serves_the_pools_blend(open_client: OpenClient) -
     """Rows of no class or role: the pool's TPOT blend is published and served."""
     client = open_client()
     train(client)
-    _tick(client)
+    tick(client)
     before = client.post("/predict", json=_ask()).json()
     ingest(client, [{**row, "pod_type": ""} for row in synthetic_rows(300, seed=5)])
-    _tick(client)
-    published = _published(client)
+    tick(client)
+    published = published_of(client)
     assert not published.groups
     entry = published.targets[Target.TPOT]
     assert entry.blend_level_ms > 0 and 0.0 <= entry.blend_weight < 1.0

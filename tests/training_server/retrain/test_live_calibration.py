@@ -17,7 +17,6 @@ from devkit.synthetic import synthetic_rows
 from shared.features import columns_from_dicts
 from shared.live_calibration import (
     NO_LIVE_OFFSETS,
-    LiveCalibration,
     LiveCalibrationReader,
     read_live_calibration,
 )
@@ -26,7 +25,7 @@ from shared.targets import Target
 from tests.apps import app_of
 from tests.conftest import training_settings
 from tests.polling import eventually
-from tests.training_server.conftest import OpenClient, ingest, train
+from tests.training_server.conftest import OpenClient, ingest, published_of, tick, train
 from training_server.app import create_app
 from training_server.retrain.live_calibration import REBASE_MIN_ROWS
 from training_server.retrain.live_factor import conformal_log_offset
@@ -43,16 +42,6 @@ def slower_rows(n: int, seed: int, scale: float, served: bool = True) -> list[di
             if served:
                 row[t.predicted_field] = row[t.actual_field] * 0.5 or 123.0
     return rows
-
-
-def published_of(client: TestClient) -> LiveCalibration:
-    published = read_live_calibration(app_of(client).state.settings.model_dir)
-    assert published is not None
-    return published
-
-
-def tick(client: TestClient) -> None:
-    app_of(client).state.pools.default.calibrator.tick()
 
 
 def test_the_factor_follows_slower_pods_and_is_published(open_client: OpenClient) -> None:
