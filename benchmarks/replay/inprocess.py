@@ -177,9 +177,8 @@ class TargetReplay:
             self.live.observe(data.actual[scored], without_gap, scored)
             self.gap.observe(data.actual[scored], served)
             if blend is not None:
-                blend.observe(data.actual[scored], answers, scored)
-                if self.live.large_since != large_since:
-                    blend.since(self.live.large_since)
+                actual = data.actual[scored]
+                blend.follow(actual, answers, scored, large_since, self.live.large_since)
         if self.schedule.due(k, int(batch[-1]) + 1):
             self._retrain(k, int(batch[-1]) + 1)
 

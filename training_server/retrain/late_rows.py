@@ -23,6 +23,7 @@ import numpy as np
 from shared.live_calibration import NO_LIVE_OFFSETS
 from shared.predictor import LoadedBundle
 from shared.targets import TARGETS, Target
+from training_server.retrain.level_blend import LevelBlend
 from training_server.retrain.live_factor import LiveFactor
 from training_server.retrain.live_groups import EppRows, GroupFactors, GroupRows, group_names
 from training_server.store import ServedRows
@@ -49,9 +50,11 @@ def observe_late(
     previous: LoadedBundle,
     factors: dict[Target, LiveFactor],
     groups: GroupFactors,
+    blends: dict[Target, tuple[LevelBlend, float]] | None = None,
 ) -> list[Shifted]:
-    """Move the pool's and each group's factor on the `late` rows as `previous` answers them
-    (the gap and recent_coverage count every row already, whichever bundle: not here)."""
+    """Move the pool's and each group's factor, and blend with the level, on the `late` rows
+    as `previous` answers them (`blends`: the pool's per target, with its gap's log-factor;
+    the gap and recent_coverage count every row already, whichever bundle: not here)."""
     if not late.any():
         return []
     columns = {name: values[late] for name, values in rows.columns.items()}
@@ -68,8 +71,16 @@ def observe_late(
         factor = factors[target]
         pool_log_offset = factor.log_offset
         answer = answers[target][measured]
-        if factor.observe(actual[measured], answer * math.exp(factor.log_offset), ids[measured]):
+        served = answer * math.exp(factor.log_offset)
+        large_since = factor.large_since
+        if factor.observe(actual[measured], served, ids[measured]):
             shifted.append(Shifted(target, "", factor))
+        if (blend := (blends or {}).get(target)) is not None:
+            pool_blend, gap_log_offset = blend
+            blended = served * math.exp(gap_log_offset)
+            pool_blend.follow(
+                actual[measured], blended, ids[measured], large_since, factor.large_since
+            )
         group_rows = GroupRows(names[measured], actual[measured], answer, ids[measured])
         for name in groups.observe(target, group_rows, pool_log_offset, no_epp):
             shifted.append(Shifted(target, name, groups.factors[name][target]))

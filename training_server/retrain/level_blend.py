@@ -89,6 +89,15 @@ class LevelBlend:
         if len(self._actuals) >= LEVEL_MIN_ROWS:
             self._level()
 
+    def follow(
+        self, actual: np.ndarray, answers: np.ndarray, ids: np.ndarray, large_since: int, now: int
+    ) -> None:
+        """`observe`, then restart the level at `now` when the factor's large shift moved
+        there from `large_since` (retrain.live_factor) on these same rows."""
+        self.observe(actual, answers, ids)
+        if now != large_since:
+            self.since(now)
+
     def since(self, row_id: int) -> None:
         """A large shift of the factor (retrain.live_factor) found a new level from row
         `row_id` on: the level forgets the rows before it, which would hold it at the old

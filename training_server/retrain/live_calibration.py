@@ -232,7 +232,9 @@ class LiveCalibrator:
             measured = (rows.actual[target] > 0) & fresh
             if not measured.any() or bundle is None or not bundle.has_model(target):
                 now = clamp(factor.log_offset + gap.log_offset)
-                targets[target] = entry.model_copy(update={"log_offset": now})
+                weight, level = published_fields(self._blends.get(target))  # late rows move it
+                update = {"log_offset": now, "blend_weight": weight, "blend_level_ms": level}
+                targets[target] = entry.model_copy(update=update)
                 continue
             actual = rows.actual[target][measured]
             served = answers[target][measured] * math.exp(factor.log_offset)
@@ -244,9 +246,8 @@ class LiveCalibrator:
             if factor.observe(actual, served, rows.ids[measured]):
                 self._shifted(target, "", factor)
             if (blend := self._blends.get(target)) is not None:
-                blend.observe(actual, before_blend, rows.ids[measured])
-                if factor.large_since != large_since:
-                    blend.since(factor.large_since)
+                ids = rows.ids[measured]
+                blend.follow(actual, before_blend, ids, large_since, factor.large_since)
             epp_measured = (rows.actual[target] > 0) & ~np.isnan(rows.predicted[target])
             by_prior = served_by_prior(target, rows.columns, rows.predicted[target])
             epp = EppRows(names[epp_measured], epp_actual, epp_served, ~by_prior[epp_measured])
@@ -316,7 +317,8 @@ class LiveCalibrator:
         if old is None or bundle is None or old.version == bundle.version or not len(rows.ids):
             return
         late = late_rows(rows, self._corrected_through, self.trained_through())
-        for shifted in observe_late(rows, late, old, self._factors, self._groups):
+        blends = {t: (b, self._gaps[t].log_offset) for t, b in self._blends.items()}
+        for shifted in observe_late(rows, late, old, self._factors, self._groups, blends):
             self._shifted(shifted.target, shifted.group, shifted.factor)
 
     def _rebase(self, bundle: LoadedBundle | None) -> bool:

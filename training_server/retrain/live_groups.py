@@ -149,9 +149,8 @@ class GroupFactors:
                 shifted.append(name)
             blend = self.blends.get(name, {}).get(target)
             if blend is not None:
-                blend.observe(rows.actual[mine], before_blend, rows.ids[mine])
-                if factor.large_since != large_since:
-                    blend.since(factor.large_since)
+                ids = rows.ids[mine]
+                blend.follow(rows.actual[mine], before_blend, ids, large_since, factor.large_since)
             gap_rows = epp_mine & epp.by_model
             gap.observe(epp.actual[gap_rows], epp.served[gap_rows])
             recent = self._recent.setdefault((name, target), deque(maxlen=RECENT_ROWS))

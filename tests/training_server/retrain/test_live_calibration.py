@@ -231,6 +231,11 @@ def test_rows_a_retrain_read_before_the_step_are_scored_against_the_bundle_that_
         answers = bundle.with_live(NO_LIVE_OFFSETS).predict(columns)[target]
         served = answers * math.exp(published.targets[target].log_offset)
         assert np.mean(actual <= served) >= 0.5  # 0.75-0.9 here; without: 0.06
+    # The pool's TPOT blend took them in too: its level is a p90 of the slow rows alone
+    # (the shift restarted it there), where without them it would have none.
+    slow = state.store.served_since(slow_since - 1, limit=10_000).actual[Target.TPOT]
+    level = published.targets[Target.TPOT].blend_level_ms
+    assert np.quantile(slow[slow > 0], 0.5) < level <= slow.max()
 
 
 def classed(rows: list[dict[str, Any]], pod_class: str, pod_type: str = "") -> list[dict[str, Any]]:
