@@ -5,9 +5,10 @@ bundle's p90 times its factors and `level` the empirical quantile of the newest
 LEVEL_ROWS actuals. Why: on the traces a decode step's time moves with load steps that no
 feature explains; the model times its live factor follows them a batch late and
 overshoots, while a p90 of the newest rows barely moves. Each is wrong in its own way, and
-the pinball loss is convex, so their mix scores better than the better of the two: TPOT
-9 % (sharegpt) and 14 % (chatbot) under the model's loss in process (benchmarks/README.md,
-"A blend with the level").
+the pinball loss is convex, so their mix scores better than the better of the two: TPOT's
+pinball 4-5 % (sharegpt) and 8-15 % (chatbot) under the model's alone, in process. Its
+cost: where rows arrive seconds after their p90 was served (the simulator's pools), the
+served p90s cover 0.01-0.03 less (benchmarks/README.md, "TPOT blended with its level").
 
 The weight is learned online, by a projected gradient step on the blend's own pinball loss
 per row (online gradient descent on a convex loss in one variable), so it leaves no choice
