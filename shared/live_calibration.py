@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.artifact import replace_file
@@ -50,6 +51,10 @@ class Blend:
 
     weight: float
     level_ms: float
+
+    def serve(self, answers: np.ndarray) -> np.ndarray:
+        blended: np.ndarray = self.weight * answers + (1.0 - self.weight) * self.level_ms
+        return blended
 
 
 @dataclass(frozen=True)

@@ -55,8 +55,8 @@ class LoadedBundle:
     # own, by their group's as `groups` holds them (shared.served_groups).
     scales: dict[Target, float] = field(init=False, repr=False)
     groups: GroupTables = field(init=False, repr=False)
-    # The pool's blend with the level of a target whose rows have no group blends
-    # (shared.live_calibration.Blend).
+    # The pool's blend with the level, per target (shared.live_calibration.Blend; where
+    # the target has group blends, theirs serve instead).
     pool_blends: dict[Target, Blend] = field(init=False, repr=False)
     # Split nodes of each target's model (shared.backends.split_count). 0: the model answers
     # one constant in its space (the running p90 candidates of training_server.retrain.
@@ -91,10 +91,7 @@ class LoadedBundle:
         object.__setattr__(
             self, "groups", GroupTables.build(self.scales, group_scales, group_blends)
         )
-        pool = self.live.blends.get("", {})
-        object.__setattr__(
-            self, "pool_blends", {t: b for t, b in pool.items() if t not in group_blends}
-        )
+        object.__setattr__(self, "pool_blends", self.live.blends.get("", {}))
         object.__setattr__(self, "backend", backend_for(self.model_type))
 
     @property
@@ -146,7 +143,7 @@ class LoadedBundle:
             if index is not None and target in groups.weights:
                 ms = groups.blended(target, index, ms)
             elif (pool := self.pool_blends.get(target)) is not None:
-                ms = pool.weight * ms + (1.0 - pool.weight) * pool.level_ms
+                ms = pool.serve(ms)
             out[target] = ms
         return out
 

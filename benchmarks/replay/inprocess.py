@@ -173,12 +173,10 @@ class TargetReplay:
             # The factor scores the answers without the gap; the gap what was served; the
             # blend the answers it blends.
             without_gap = answers / math.exp(self.gap.log_offset)
-            large_since = self.live.large_since
             self.live.observe(data.actual[scored], without_gap, scored)
             self.gap.observe(data.actual[scored], served)
             if blend is not None:
-                actual = data.actual[scored]
-                blend.follow(actual, answers, scored, large_since, self.live.large_since)
+                blend.observe(data.actual[scored], answers, scored, self.live.large_since)
         if self.schedule.due(k, int(batch[-1]) + 1):
             self._retrain(k, int(batch[-1]) + 1)
 

@@ -72,15 +72,12 @@ def observe_late(
         pool_log_offset = factor.log_offset
         answer = answers[target][measured]
         served = answer * math.exp(factor.log_offset)
-        large_since = factor.large_since
         if factor.observe(actual[measured], served, ids[measured]):
             shifted.append(Shifted(target, "", factor))
         if (blend := (blends or {}).get(target)) is not None:
             pool_blend, gap_log_offset = blend
-            blended = served * math.exp(gap_log_offset)
-            pool_blend.follow(
-                actual[measured], blended, ids[measured], large_since, factor.large_since
-            )
+            as_served = served * math.exp(gap_log_offset)
+            pool_blend.observe(actual[measured], as_served, ids[measured], factor.large_since)
         group_rows = GroupRows(names[measured], actual[measured], answer, ids[measured])
         for name in groups.observe(target, group_rows, pool_log_offset, no_epp):
             shifted.append(Shifted(target, name, groups.factors[name][target]))

@@ -26,7 +26,7 @@ from collections import deque
 
 import numpy as np
 
-from shared.live_calibration import TargetLiveCalibration
+from shared.live_calibration import Blend, TargetLiveCalibration
 from shared.targets import Target
 
 BLEND_TARGETS = frozenset({Target.TPOT})
@@ -48,13 +48,20 @@ class LevelBlend:
     they arrive with the answers served before the blend, then serve `weight` and
     `level_ms` (`active`: enough rows for a level)."""
 
-    def __init__(self, quantile: float, weight: float = START_WEIGHT, level_ms: float = 0.0):
+    def __init__(
+        self,
+        quantile: float,
+        weight: float = START_WEIGHT,
+        level_ms: float = 0.0,
+        large_since: int = 0,
+    ):
         self.quantile = quantile
         self.weight = weight
         self.level_ms = level_ms  # the published level until the newest rows make one
         self._actuals: deque[float] = deque(maxlen=LEVEL_ROWS)
         self._ids: deque[int] = deque(maxlen=LEVEL_ROWS)  # each actual's row id
         self._distance: deque[float] = deque(maxlen=LEVEL_ROWS)
+        self._large_since = large_since  # the factor's large shift the level restarted at
 
     @property
     def active(self) -> bool:
@@ -62,15 +69,15 @@ class LevelBlend:
 
     def served(self, answers: np.ndarray) -> np.ndarray:
         """What the blend serves for `answers` (the model's p90s times its factors)."""
-        if not self.active:
-            return answers
-        blended: np.ndarray = self.weight * answers + (1.0 - self.weight) * self.level_ms
-        return blended
+        return Blend(self.weight, self.level_ms).serve(answers) if self.active else answers
 
-    def observe(self, actual: np.ndarray, answers: np.ndarray, ids: np.ndarray) -> None:
+    def observe(
+        self, actual: np.ndarray, answers: np.ndarray, ids: np.ndarray, large_since: int = 0
+    ) -> None:
         """Rows `ids` whose actuals just arrived, and what the model (times its factors)
         answers for them: step the weight on the loss of the blend served with the level so
-        far, then take the actuals into the level."""
+        far, then take the actuals into the level; from `large_since` on when the factor
+        found a large shift there (retrain.live_factor) since the last call."""
         keep = (actual > 0) & (answers > 0)
         actual, answers, ids = actual[keep], answers[keep], ids[keep]
         if not len(actual):
@@ -80,24 +87,18 @@ class LevelBlend:
             self._distance.extend(np.abs(difference).tolist())
             scale = float(np.mean(self._distance))
             if scale > 0.0:
-                blended = self.weight * answers + (1.0 - self.weight) * self.level_ms
+                blended = Blend(self.weight, self.level_ms).serve(answers)
                 # d pinball / d prediction: -q below the actual, 1 - q at or above it.
                 slope = np.where(actual > blended, -self.quantile, 1.0 - self.quantile)
                 gradient = float(np.sum(slope * difference)) / scale
                 self.weight = min(1.0, max(0.0, self.weight - STEP_PER_ROW * gradient))
         self._actuals.extend(actual.tolist())
         self._ids.extend(int(i) for i in ids)
-        if len(self._actuals) >= LEVEL_MIN_ROWS:
+        if large_since != self._large_since:
+            self._large_since = large_since
+            self.since(large_since)
+        elif len(self._actuals) >= LEVEL_MIN_ROWS:
             self._level()
-
-    def follow(
-        self, actual: np.ndarray, answers: np.ndarray, ids: np.ndarray, large_since: int, now: int
-    ) -> None:
-        """`observe`, then restart the level at `now` when the factor's large shift moved
-        there from `large_since` (retrain.live_factor) on these same rows."""
-        self.observe(actual, answers, ids)
-        if now != large_since:
-            self.since(now)
 
     def since(self, row_id: int) -> None:
         """A large shift of the factor (retrain.live_factor) found a new level from row
@@ -116,10 +117,10 @@ class LevelBlend:
 
 def resumed_blend(quantile: float, entry: TargetLiveCalibration) -> LevelBlend:
     """The blend a new leader continues from a published entry: its weight and level once
-    it had a level, else a fresh start."""
+    it had a level, else a fresh start; at the factor's large shift as published."""
     if entry.blend_level_ms <= 0.0:
-        return LevelBlend(quantile)
-    return LevelBlend(quantile, entry.blend_weight, entry.blend_level_ms)
+        return LevelBlend(quantile, large_since=entry.fit_since)
+    return LevelBlend(quantile, entry.blend_weight, entry.blend_level_ms, entry.fit_since)
 
 
 def published_fields(blend: LevelBlend | None) -> tuple[float, float]:

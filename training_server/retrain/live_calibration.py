@@ -241,13 +241,11 @@ class LiveCalibrator:
             epp_actual, epp_served = rows.scored(target)  # what the EPP was served
             self._recent[target].extend((epp_actual <= epp_served).tolist())
             pool_log_offset = factor.log_offset  # what a group seen first starts from
-            before_blend = served * math.exp(gap.log_offset)  # as served, but for the blend
-            large_since = factor.large_since
             if factor.observe(actual, served, rows.ids[measured]):
                 self._shifted(target, "", factor)
             if (blend := self._blends.get(target)) is not None:
-                ids = rows.ids[measured]
-                blend.follow(actual, before_blend, ids, large_since, factor.large_since)
+                as_served = served * math.exp(gap.log_offset)  # but for the blend
+                blend.observe(actual, as_served, rows.ids[measured], factor.large_since)
             epp_measured = (rows.actual[target] > 0) & ~np.isnan(rows.predicted[target])
             by_prior = served_by_prior(target, rows.columns, rows.predicted[target])
             epp = EppRows(names[epp_measured], epp_actual, epp_served, ~by_prior[epp_measured])

@@ -143,14 +143,12 @@ class GroupFactors:
             gap = self.gaps[name][target]
             epp_mine = epp.names == name
             served = rows.answers[mine] * math.exp(factor.log_offset)
-            before_blend = served * math.exp(gap.log_offset)  # as served, but for the blend
-            large_since = factor.large_since
             if factor.observe(rows.actual[mine], served, rows.ids[mine]):
                 shifted.append(name)
             blend = self.blends.get(name, {}).get(target)
             if blend is not None:
-                ids = rows.ids[mine]
-                blend.follow(rows.actual[mine], before_blend, ids, large_since, factor.large_since)
+                as_served = served * math.exp(gap.log_offset)  # but for the blend
+                blend.observe(rows.actual[mine], as_served, rows.ids[mine], factor.large_since)
             gap_rows = epp_mine & epp.by_model
             gap.observe(epp.actual[gap_rows], epp.served[gap_rows])
             recent = self._recent.setdefault((name, target), deque(maxlen=RECENT_ROWS))
