@@ -95,24 +95,23 @@ class LevelBlend:
         self._actuals.extend(actual.tolist())
         self._ids.extend(int(i) for i in ids)
         if large_since != self._large_since:
-            self._large_since = large_since
             self.since(large_since)
         elif len(self._actuals) >= LEVEL_MIN_ROWS:
             self._level()
 
     def since(self, row_id: int) -> None:
         """A large shift of the factor (retrain.live_factor) found a new level from row
-        `row_id` on: the level forgets the rows before it, which would hold it at the old
-        one for LEVEL_ROWS rows (a doubling at 25 rows a second: 20 s)."""
-        kept = [(i, a) for i, a in zip(self._ids, self._actuals, strict=True) if i >= row_id]
-        if not kept:
-            return
-        self._ids = deque((i for i, _ in kept), maxlen=LEVEL_ROWS)
-        self._actuals = deque((a for _, a in kept), maxlen=LEVEL_ROWS)
+        `row_id` on: the level leaves out the rows before it, which would hold it at the old
+        one for LEVEL_ROWS rows (a doubling at 25 rows a second: 20 s). They are kept, as
+        the factor may withdraw the shift (a burst) and give an earlier `row_id`."""
+        self._large_since = row_id
         self._level()
 
     def _level(self) -> None:
-        self.level_ms = float(np.quantile(np.fromiter(self._actuals, float), self.quantile))
+        ids = np.fromiter(self._ids, np.int64, len(self._ids))
+        actuals = np.fromiter(self._actuals, float, len(self._actuals))[ids >= self._large_since]
+        if len(actuals):
+            self.level_ms = float(np.quantile(actuals, self.quantile))
 
 
 def resumed_blend(quantile: float, entry: TargetLiveCalibration) -> LevelBlend:

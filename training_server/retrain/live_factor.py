@@ -74,7 +74,11 @@ BURST_WINDOW_TARGETS = frozenset({Target.TPOT})
 # A shift that moves the factor this far (log; 1.5x) is a new level, not a load step: the
 # retrains may then fit only the rows since (`large_since`; retrain.retrainer). Later large
 # shifts within LARGE_SHIFT_HOLD_ROWS rows of it are the same change settling and keep
-# its start, so rows since it can accumulate.
+# its start, so rows since it can accumulate. A large shift on a burst's window is withdrawn
+# when the rows after the window, once it is left out, put the factor back within
+# LARGE_SHIFT_LOG of where it was: the level did not change, and the retrains and the
+# level blend must not forget the rows before a burst (on sharegpt's TPOT at x1.2, each
+# burst held the served p90 at 2x the level for 4 batches).
 LARGE_SHIFT_LOG = 0.4
 LARGE_SHIFT_HOLD_ROWS = 2_000
 
@@ -184,6 +188,9 @@ class LiveFactor:
         self._since_shift = SHIFT_LENGTHS[0]
         self._settling = False  # the factor is re-estimated from the rows since the shift
         self._burst_rows = 0  # rows of the shift's window left out once rows follow it
+        # A large shift on a burst's window, until the rows after it confirm or withdraw
+        # it: (large_since, log_offset) before it.
+        self._unconfirmed: tuple[int, float] | None = None
 
     def observe(
         self, actual: np.ndarray, served: np.ndarray, ids: np.ndarray | None = None
@@ -213,25 +220,40 @@ class LiveFactor:
             missed = np.count_nonzero(scores[-n:] > self.log_offset)
             high = self.burst_window and missed > (1.0 - self.quantile) * n
             self._burst_rows = n if high else 0
+            self._unconfirmed = None
             self.shifts += 1
         if self._settling:
             before = self.log_offset
             since = self._since_shift
-            if since - self._burst_rows >= SETTLE_AFTER_WINDOW_ROWS:
+            window_left_out = since - self._burst_rows >= SETTLE_AFTER_WINDOW_ROWS
+            if window_left_out:
                 since -= self._burst_rows
             self.log_offset = conformal_log_offset(scores[-since:], self.quantile)
             self._settling = self._since_shift < SETTLE_ROWS
             if n and abs(self.log_offset - before) >= LARGE_SHIFT_LOG:
-                self._large_shift()
+                self._large_shift(before)
+            elif window_left_out and self._unconfirmed is not None:
+                self._confirm()
         else:
             step = level_step(self.step, scores, self.quantile)
             self.log_offset = aci_step(self.log_offset, actual, served, self.quantile, step)
         return n > 0
 
-    def _large_shift(self) -> None:
+    def _large_shift(self, before: float) -> None:
         held = self.large_since and self.level_since - self.large_since <= LARGE_SHIFT_HOLD_ROWS
         if not held:
+            if self._burst_rows:
+                self._unconfirmed = (self.large_since, before)
             self.large_since = self.level_since
+
+    def _confirm(self) -> None:
+        """The burst's window is left out of the factor: a large shift stands only if the
+        rows after it still put the factor that far from where it was."""
+        assert self._unconfirmed is not None
+        large_since, before = self._unconfirmed
+        self._unconfirmed = None
+        if abs(self.log_offset - before) < LARGE_SHIFT_LOG:
+            self.large_since = large_since
 
     def rebase(self, old_ms: np.ndarray, new_ms: np.ndarray, actual: np.ndarray) -> float:
         """A new bundle replaces the one the factor corrected: `old_ms` and `new_ms` are their

@@ -78,6 +78,20 @@ def test_no_level_before_enough_rows_and_a_large_shift_forgets_the_old_level() -
     assert blend.level_ms == pytest.approx(20.0)
 
 
+def test_a_withdrawn_shift_gives_the_level_back_its_rows() -> None:
+    """A burst's rows took for a new level (the factor's large shift at them), then the
+    factor withdrew the shift (retrain.live_factor): the level is again that of every
+    newest row, the burst a few of them, not the burst's own p90."""
+    blend = LevelBlend(Q)
+    feed(blend, np.full(400, 10.0), np.full(400, 10.0))
+    burst = np.full(20, 30.0)
+    blend.observe(burst, burst, np.arange(1_000, 1_020), large_since=1_000)
+    assert blend.level_ms == pytest.approx(30.0)
+    calm = np.full(25, 10.0)
+    blend.observe(calm, calm, np.arange(1_020, 1_045), large_since=0)
+    assert blend.level_ms == pytest.approx(10.0)  # 20 of 445 rows: under the top tenth
+
+
 def test_a_new_leader_resumes_a_published_blend() -> None:
     entry = LiveCalibration.model_validate(
         {

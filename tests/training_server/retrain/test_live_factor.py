@@ -142,6 +142,19 @@ def test_a_burst_that_found_a_shift_does_not_hold_the_factor_up() -> None:
         assert np.mean(later) == pytest.approx(Q, abs=0.06)
 
 
+def test_a_large_shift_on_a_burst_is_withdrawn_once_the_rows_after_it_are_back() -> None:
+    """The burst of the test above moves the factor far enough for a large shift (the
+    retrains and the level would forget every row before it). The rows after the window
+    say the level did not change: `large_since` returns to where it was. A doubling that
+    lasts keeps its large shift (the test of large shifts below)."""
+    factor = LiveFactor(Q, STEP, burst_window=True)
+    replay(factor, [1.0] * 60, seed=2)
+    replay(factor, [3.0], seed=3)
+    assert factor.large_since > 0
+    replay(factor, [1.0] * 2, seed=4)
+    assert factor.large_since == 0
+
+
 def replay_steps_only(levels: list[float], seed: int) -> float:
     rng, offset = np.random.default_rng(seed), 0.0
     for level in levels:
