@@ -5,8 +5,8 @@ of the feedback loop by it, so that the predictor sees the simulated traffic as 
 see the real one: the trainer retrains every LATENCY_RETRAINING_INTERVAL_SEC = 10 /
 speedup s and updates its live calibration every 1 / speedup s; prediction servers look
 for a new bundle every 1 / speedup s. The training store is SQLite in a temp folder, the
-servers share a model folder there; `stop()` ends each process by its PID and removes the
-folder (the servers' logs are quoted in the error when one fails to start).
+servers share a model folder there, made by `start()`; `stop()` ends each process by its
+PID and removes the folder (the servers' logs are quoted in the error when one fails to start).
 
 For a multimodal workload (`encoder=True`) the servers also get
 LATENCY_ENABLE_ENCODER_FEATURES=true, so the TTFT model uses the rows' encoder sizes
@@ -17,6 +17,7 @@ splits on a column that is 0 in every row) leaves the environment as it was.
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -48,6 +49,12 @@ def scaled_env(folder: Path, speedup: float, encoder: bool = False) -> dict[str,
     return env
 
 
+def new_folder() -> Path:
+    """A fresh name for a run's folder, made by `LocalPredictor.start`: an object only
+    built (to read its environment) leaves nothing in the temp folder."""
+    return Path(tempfile.gettempdir()) / f"poolsim-{secrets.token_hex(6)}"
+
+
 @dataclass
 class LocalPredictor:
     """A training server and `predictors` prediction servers on 127.0.0.1."""
@@ -55,7 +62,7 @@ class LocalPredictor:
     speedup: float
     predictors: int = 1
     encoder: bool = False  # a multimodal workload: the encoder features on
-    folder: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="poolsim-")))
+    folder: Path = field(default_factory=new_folder)
     servers: list[ServerProcess] = field(default_factory=list)
 
     @property
@@ -75,6 +82,7 @@ class LocalPredictor:
         return [server.pid for server in self.servers if server.proc is not None]
 
     def start(self) -> LocalPredictor:
+        self.folder.mkdir(mode=0o700)
         env = self.env
         self.servers = [
             ServerProcess("training_server", free_port(), env, self.folder / "training.log")

@@ -7,6 +7,7 @@ import asyncio
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from poolsim.engine import Engine, Progress, RunResult
 from poolsim.hardware import H200
 from poolsim.policy_api import PolicyOptions
 from poolsim.predicted import PredictedLatencyPolicy, stored_rows
+from poolsim.predictor_servers import LocalPredictor
 from poolsim.workloads import generate
 from tests.latency_client.cluster import running_cluster
 from tests.polling import eventually
@@ -75,6 +77,18 @@ def test_own_servers_learn_from_the_loop_and_are_ended() -> None:
     for server in policy.local.servers:
         assert server.proc is not None and server.proc.returncode is not None
     assert not policy.local.folder.exists()
+
+
+def test_a_local_predictor_makes_its_folder_only_when_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Built to read its environment and never started, it leaves nothing behind (each
+    such object left an empty poolsim-* folder in the temp folder)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    local = LocalPredictor(5.0, encoder=True)
+    assert local.env["LATENCY_DB_URL"] == f"sqlite:///{local.folder / 'store.db'}"
+    assert local.folder.parent == tmp_path
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_predictor_at_given_urls_gets_rows_with_the_predictions_acted_on(
