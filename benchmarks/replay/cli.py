@@ -9,6 +9,7 @@ from typing import Any
 
 from benchmarks.common import git_state, say
 from benchmarks.replay.drift import Shift, drifted, repeated, shift_of
+from benchmarks.replay.drift_metrics import with_undrifted
 from benchmarks.replay.inprocess import run_inprocess
 from benchmarks.replay.offline import run_offline
 from benchmarks.replay.online import run_online
@@ -166,7 +167,10 @@ def run_trace(
     args: argparse.Namespace,
     settings: TrainingSettings,
     shift: Shift | None = None,
+    undrifted: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
+    """Every run of one trace; in process, a drift replay is run again on `undrifted` (the
+    same rows without the drift) for each window's coverage without it."""
     if args.mode in ("offline", "offline-inprocess"):
         result = run_offline(name, rows, args, settings, http=args.mode == "offline")
         if not args.json:
@@ -179,6 +183,11 @@ def run_trace(
         else:
             seeded = argparse.Namespace(**{**vars(args), "seed": args.seed + run})
             result = run_inprocess(name, rows, seeded, settings, shift)
+            if shift is not None and undrifted is not None:
+                same = Shift(1.0, shift.row, shift.seconds)
+                baseline = run_inprocess(name, undrifted, seeded, settings, same)
+                for target, summary in result["targets"].items():
+                    with_undrifted(summary["drift"], baseline["targets"][target]["drift"])
         result["run"] = run + 1
         if not args.json:
             print_online(result, args)
@@ -213,7 +222,9 @@ def main(argv: list[str] | None = None, description: str = "") -> None:
     results = []
     for trace, loaded in (load_rows(spec) for spec in (args.trace or DEFAULT_TRACES)):
         name, rows, shift = replay_rows(trace, loaded, args)
-        results += run_trace(name, rows, args, settings, shift)
+        in_process_drift = shift is not None and args.mode == "inprocess"
+        undrifted = repeated(loaded, args.repeat) if in_process_drift else None
+        results += run_trace(name, rows, args, settings, shift, undrifted)
     if args.json:
         print_json(results, args, settings)
     else:

@@ -4,6 +4,8 @@ Pure numpy, no I/O. From the batch that sends the first shifted row: the coverag
 model and of the recent naive p90 (metrics.recent_naive, which follows a shift by itself
 within RECENT_NAIVE_ROWS rows) per DRIFT_WINDOW_S seconds until the end of the replay, and
 over the first DRIFT_SPAN_S seconds both coverages, both pinball losses and their ratio.
+In process the same rows are also replayed without the drift (`with_undrifted`): a window
+the trace itself makes hard is then told apart from one the shift does.
 """
 
 from __future__ import annotations
@@ -69,3 +71,11 @@ def summarize_drift(
             "pinball_ratio": ratio(ours["pinball_loss"], naive["pinball_loss"]),
         },
     }
+
+
+def with_undrifted(drift: dict[str, Any], undrifted: dict[str, Any]) -> None:
+    """Add to one target's `drift` part the coverage per window and the span's ratio of the
+    same replay without the drift (`undrifted`, summarized at the same shift)."""
+    for window, same in zip(drift["windows"], undrifted["windows"], strict=True):
+        window["undrifted_coverage"] = same["coverage"]
+    drift["span"]["undrifted_pinball_ratio"] = undrifted["span"]["pinball_ratio"]

@@ -156,15 +156,21 @@ def drift_table(targets: dict[str, Any]) -> list[str]:
         f"{d['span_s']:g} s"
     ]
     for target, drift in parts.items():
-        span = drift["span"]
+        span, windows = drift["span"], drift["windows"]
         lines += [
-            f"{target:<6} model        {coverages(drift['windows'])}",
-            f"{target:<6} naive_recent {coverages(drift['windows'], 'naive_recent_coverage')}",
+            f"{target:<6} model        {coverages(windows)}",
+            f"{target:<6} naive_recent {coverages(windows, 'naive_recent_coverage')}",
+        ]
+        undrifted = "undrifted_pinball_ratio" in span  # in process: the replay without it
+        if undrifted:
+            lines.append(f"{target:<6} no drift     {coverages(windows, 'undrifted_coverage')}")
+        lines.append(
             f"{target:<6} first {drift['span_s']:g} s: n {span['n']}, coverage "
             f"{_cov(span['coverage'])} (naive_recent {_cov(span['naive_recent_coverage'])}), "
             f"pinball {_num(span['pinball'])} (naive_recent {_num(span['naive_recent_pinball'])})"
-            f", ratio {_f(span['pinball_ratio'], 2)}",
-        ]
+            f", ratio {_f(span['pinball_ratio'], 2)}"
+            + (f" (no drift {_f(span['undrifted_pinball_ratio'], 2)})" if undrifted else "")
+        )
     return lines
 
 

@@ -6,8 +6,14 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.replay.drift import Shift
-from benchmarks.replay.drift_metrics import DRIFT_SPAN_S, DRIFT_WINDOW_S, summarize_drift
+from benchmarks.replay.drift_metrics import (
+    DRIFT_SPAN_S,
+    DRIFT_WINDOW_S,
+    summarize_drift,
+    with_undrifted,
+)
 from benchmarks.replay.metrics import TargetRecords
+from benchmarks.replay.tables import drift_table
 
 Q = 0.9
 
@@ -69,3 +75,19 @@ def test_no_rows_after_the_shift_is_no_figure_rather_than_a_zero() -> None:
         {"from_s": 0.0, "n": 0, "coverage": None, "naive_recent_coverage": None}
     ]
     assert drift["span"]["pinball_ratio"] is None and drift["span"]["coverage"] is None
+
+
+def test_the_replay_without_the_drift_is_set_beside_each_window_and_printed() -> None:
+    """The same rows without the drift (here: the model covering every row) give each
+    window its coverage without it, and the span its ratio; the table prints both."""
+    drift = summarize_drift(records(ROWS), SHIFT, 150.0, Q)
+    calm = [(at, actual, actual, recent) for at, actual, _, recent in ROWS]
+    undrifted = summarize_drift(records(calm), Shift(1.0, 500, 20.0), 150.0, Q)
+    with_undrifted(drift, undrifted)
+    assert [w["undrifted_coverage"] for w in drift["windows"]] == [1.0, 1.0, *[None] * 10, 1.0]
+    assert drift["windows"][0]["coverage"] == 0.5  # the drifted figures are kept
+    # without the drift the model's loss is 0: ratio 0 against the naive's
+    assert drift["span"]["undrifted_pinball_ratio"] == pytest.approx(0.0)
+    lines = drift_table({"ttft": {"drift": drift}})
+    assert lines[3].startswith("ttft   no drift     1.00 1.00 -")
+    assert lines[4].endswith("(no drift 0.00)")
