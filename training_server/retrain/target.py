@@ -28,7 +28,7 @@ from shared.targets import TARGETS, Target
 from training_server.retrain.candidates import Candidate, candidates
 from training_server.retrain.fit import MIN_ROWS_FOR_A_QUANTILE, TargetFit, fit_model, fit_params
 from training_server.retrain.scoring import score_held_out
-from training_server.retrain.select import Scored, select
+from training_server.retrain.select import RELEVELLED_FORWARD_TARGETS, Scored, select
 from training_server.retrain_record import RetrainRecord
 
 # A kept choice is chosen again once the training rows grew or shrank past this ratio: two
@@ -103,6 +103,7 @@ def train_target(
             offered,
             train,
             calibrate=settings.calibration is not Calibration.NONE,
+            relevel_forward=target in RELEVELLED_FORWARD_TARGETS,
         )
         best = chosen.best
         result.candidates = {s.candidate.name: s.pinball for s in chosen.scored}

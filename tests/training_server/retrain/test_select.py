@@ -176,3 +176,29 @@ def test_trees_stay_served_when_they_also_win_on_the_newest_rows(model_type: Mod
     s = settings(model_type=model_type)
     fit = train_target(s, Target.TPOT, rows_of(Target.TPOT, 1500, 4), empty())
     assert fit.choice is not None and fit.choice.startswith("trees_")
+
+
+def doubled_ttft(n: int, seed: int) -> tuple[Columns, np.ndarray]:
+    """TTFT rows whose newest 15 % take twice as long with the same features: a pool that
+    got slower (a noisy neighbour), which the live factor follows within ~20 rows."""
+    columns, y = rows_of(Target.TTFT, n, seed)
+    return columns, np.where(np.arange(n) >= int(0.85 * n), 2.0 * y, y)
+
+
+@pytest.mark.parametrize("model_type", list(ModelType))
+def test_after_a_drift_ttfts_forward_check_compares_shapes_not_levels(
+    model_type: ModelType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fitted on the older rows, every finalist is at the old level for the newest ones;
+    the live factor re-levels whatever is served, so the check must not serve the one that
+    missed least by being flat."""
+    s = settings(model_type=model_type)
+    columns, y = doubled_ttft(1500, 3)
+    fit = train_target(s, Target.TTFT, (columns, y), empty())
+    trees = [name for name in fit.candidates if name.startswith("trees_")]
+    assert min(fit.candidates[t] for t in trees) < 0.9 * fit.candidates[P90_PER_QUEUED.name]
+    assert fit.choice in trees
+    # With each finalist's own factor from the older rows, the flat level wins the check.
+    monkeypatch.setattr("training_server.retrain.target.RELEVELLED_FORWARD_TARGETS", frozenset())
+    levelled = train_target(s, Target.TTFT, (columns, y), empty())
+    assert levelled.choice == P90_PER_QUEUED.name
