@@ -63,11 +63,21 @@ async def _store(pool: PoolDep) -> SampleStore:
     return pool.store
 
 
+async def fresh(pool: PoolView) -> None:
+    """A follower on a shared model directory loads the pool's newest bundle when a route
+    asks for it, not at every publication (retrain.retrainer: Retrainer.refresh)."""
+    retrainer = pool.retrainer if isinstance(pool, PoolRuntime) else None
+    if retrainer is not None and retrainer.share is None and not retrainer.serves_its_own():
+        await run_in_threadpool(retrainer.refresh)
+
+
 async def _published(pool: PoolDep) -> LoadedBundle | None:
+    await fresh(pool)
     return pool.slot.published
 
 
 async def _serving(pool: PoolDep) -> LoadedBundle:
+    await fresh(pool)
     return pool.slot.serving
 
 

@@ -75,9 +75,9 @@ def ingest(server: ServerProcess, rows: list[dict[str, Any]]) -> int:
 
 
 def next_version_followed(leader: ServerProcess, follower: ServerProcess, after: str) -> str:
-    """The leader's next version after `after`, once the follower serves it (or a newer one).
-    A follower picks up a published version in its own retrain tick only: each call proves
-    a tick of the follower holding rows it never trained on, where it must not train."""
+    """The leader's next version after `after`, once the follower serves it (or a newer one):
+    its status loads the newest published bundle; the follower holds rows it never trained
+    on, and must not train on them."""
     version: str = eventually(
         lambda: (v := status(leader)["model_version"]) not in (None, after) and v,
         30,
@@ -86,7 +86,7 @@ def next_version_followed(leader: ServerProcess, follower: ServerProcess, after:
     eventually(
         lambda: (status(follower)["model_version"] or "") >= version,
         30,
-        f"the follower serving {version} (a retrain tick of its own)",
+        f"the follower serving {version}",
     )
     return version
 
@@ -115,8 +115,8 @@ def test_one_leader_retrains_and_the_other_takes_over_after_sigkill(
         60,
         "the follower serving the leader's first model",
     )
-    # Twice more, rows to the follower: the leader trains on them, and the follower, in
-    # ticks of its own, serves that model and does not train.
+    # Twice more, rows to the follower: the leader trains on them, and the follower serves
+    # that model and does not train.
     version = status(leader)["model_version"]
     for seed in (3, 5):
         accepted += ingest(follower, synthetic_rows(400, seed=seed))

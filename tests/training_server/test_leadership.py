@@ -16,6 +16,7 @@ from devkit.synthetic import synthetic_rows
 from shared.artifact import read_current_version
 from shared.predictor import LoadedBundle
 from shared.schemas import TrainingEntry
+from tests.apps import app_of
 from tests.conftest import PG_URL, training_settings
 from tests.polling import eventually
 from tests.slots import RecordingSlot
@@ -238,7 +239,10 @@ def test_only_the_leader_retrains_and_the_follower_takes_over(
         add(store, 400, seed=1)
         assert a.run_once() == "ok" and a.is_leader
         assert b.run_once() == "follower" and not b.is_leader
-        # The follower serves what the leader published, without retraining.
+        # The follower lists what the leader published, and loads it only when asked.
+        assert b_published == []
+        assert b.newest_version() == a_published[-1].version
+        b.refresh()
         assert [x.version for x in b_published] == [x.version for x in a_published]
         assert b.state.last_success is not None and b.state.last_success.trainer == "a"
         assert b_metrics.registry.get_sample_value("latency_trainer_is_leader") == 0
@@ -251,12 +255,14 @@ def test_only_the_leader_retrains_and_the_follower_takes_over(
         assert b.run_once() == "follower"
         assert a.run_once() == "ok"
         assert b.run_once() == "follower"
-        assert b_published[-1].version == read_current_version(model_dir)
+        assert b_published[-1].version != read_current_version(model_dir)
 
         a.leadership.release()  # the follower takes over on its next try
         assert not a.is_leader
         assert b.run_once() == "skipped", "the published model already saw every sample"
         assert b.is_leader
+        # On taking over, it loaded the newest bundle first and resumed from it.
+        assert b_published[-1].version == a_published[-1].version
         assert b_metrics.registry.get_sample_value("latency_trainer_is_leader") == 1
         add(store, 20, seed=3)
         assert b.run_once() == "ok"
@@ -299,8 +305,14 @@ def test_status_metrics_and_manual_retrain_on_leader_and_follower(
     ingest(b, synthetic_rows(400, seed=6))  # a follower ingests like any replica
     assert a.post("/retrain").json() == {"outcome": "ok", "last_error": None}
     assert b.post("/retrain").json() == {"outcome": "follower", "last_error": None}
+    # b lists a's bundle without loading it; a route asking for the model loads it.
+    b_slot = app_of(b).state.pools.default.slot
+    assert b_slot.published is None
+    assert b.get("/pools").json()["pools"][0]["model_version"] == read_current_version(shared)
+    assert b_slot.published is None
 
     status_a, status_b = a.get("/data/status").json(), b.get("/data/status").json()
+    assert b_slot.published is not None
     assert status_a["trainer"]["is_leader"] is True
     assert status_b["trainer"]["is_leader"] is False
     assert status_a["trainer"]["id"] == status_b["trainer"]["id"]  # one process: same host:pid

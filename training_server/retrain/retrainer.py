@@ -8,7 +8,13 @@ retrain is never silent. One more around the tick keeps the thread alive when th
 fails a follower (that is not a retrain).
 
 With several training replicas only the leader (training_server.leadership) retrains; the
-others answer "follower" and serve the newest bundle the leader published.
+others answer "follower" and serve the newest bundle the leader published. On a shared
+model directory a follower loads it when a route asks for it (refresh), not at every
+publication: the prediction servers read the directory themselves, and at 80 pools split
+over two replicas each loaded about 4 bundles a second that no one asked it for, ~41 ms of
+CPU each (benchmarks/README.md, bench_replicas). Without a shared directory the bundles
+come through the store (training_server.bundle_share), imported as they are published.
+On taking over a pool, a follower loads the newest first, so that it resumes from it.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from shared.artifact import Manifest
+from shared.artifact import Manifest, read_current_version
 from shared.backends import library_versions
 from shared.features import Columns
 from shared.predictor import LoadedBundle
@@ -97,6 +103,8 @@ class Retrainer:
         )
         metrics.window_limit.set(self.window.limit)
         self._lock = threading.Lock()  # one retrain at a time (loop and manual triggers)
+        self._serve_lock = threading.Lock()  # one load of the newest bundle at a time
+        self._noted: str | None = None  # the newest version when last_success was read
         # Import the model libraries now (~1.2 s for xgboost) so the first retrain's
         # duration, and the window budget it sets, measure fitting alone.
         library_versions()
@@ -133,7 +141,7 @@ class Retrainer:
         self._leading = leader
         self.metrics.is_leader.set(1 if leader else 0)
         if leader and not was_leader:
-            self._follow()  # serve, and resume from, what the previous leader published
+            self._serve_newest()  # serve, and resume from, what the previous leader published
             self.resume()
             log.info(
                 "leading the retrains of pool %s as %s (trained through sample %d)",
@@ -143,21 +151,64 @@ class Retrainer:
             )
         return leader
 
-    def _follow(self) -> None:
-        """Serve the newest published bundle when CURRENT moved (the leader wrote it)."""
-        bundle = self.published.newer(self.slot.published)
-        if bundle is None:
+    def _serve_newest(self) -> None:
+        """Serve the pool's newest published bundle when it is not the one served: the
+        store's copy when bundles are shared through it, else the model directory's."""
+        with self._serve_lock:
+            served = self.slot.published
+            if self.share is not None:
+                bundle = self.share.pull(served.version if served else None)
+            else:
+                bundle = self.published.newer(served)
+            if bundle is not None:
+                self.slot.publish(bundle)
+
+    def _note_last_retrain(self) -> None:
+        """A follower's view of the pool's last retrain (GET /pools, /data/status), read
+        when another replica published a version since the last look."""
+        newest = self.newest_version()
+        if newest == self._noted:
             return
-        self.slot.publish(bundle)
-        history = self.store.list_retrains(limit=1, ok_only=True)
+        try:
+            history = self.store.list_retrains(limit=1, ok_only=True)
+        except Exception:  # a store that does not answer: the next tick asks again
+            log.debug("cannot read the last retrain of pool %s", self.store.pool, exc_info=True)
+            return
         self.state.last_success = history[0] if history else self.state.last_success
+        if history and history[0].version == newest:  # else its row is not written yet
+            self._noted = newest
+
+    def refresh(self) -> None:
+        """A follower on a shared model directory serves the newest published bundle from
+        now on (a route asks for the pool's model); nothing on the leader, which serves its
+        own, nor with bundles shared through the store (SharePuller imports them)."""
+        if self.share is None and not self.serves_its_own():
+            self._serve_newest()
+
+    def serves_its_own(self) -> bool:
+        """Leading as of the last election and still: a lease taken since (the loop's next
+        tick loads the newest bundle) or lost since serves what others publish."""
+        return self._leading and self.is_leader
+
+    def newest_version(self) -> str | None:
+        """The newest version published for the pool, as far as this replica knows without
+        loading it (a follower loads it on refresh): what listings report."""
+        served = self.slot.published
+        local = served.version if served else None
+        if self.serves_its_own() or self.share is not None:
+            return local
+        try:
+            newest = read_current_version(self.settings.model_dir)
+        except OSError:
+            newest = None
+        return max(local or "", newest or "") or None
 
     def run_once(self, *, keep_choices: bool = False) -> Outcome:
         """One retrain if new samples arrived (FOLLOWER when another replica leads);
         `keep_choices`: refit each target's last choice instead of choosing again."""
         with self._lock:
             if not self._elect():
-                self._follow()
+                self._note_last_retrain()  # loads no bundle (refresh does, when asked)
                 return Outcome.FOLLOWER
             run = RetrainRun(
                 datetime.now(UTC),

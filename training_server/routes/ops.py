@@ -22,6 +22,7 @@ from training_server.deps import (
     PoolsDep,
     PublishedBundle,
     StoreDep,
+    fresh,
 )
 from training_server.metrics import TrainingMetrics, legacy_lines, served_importances
 from training_server.pools import PoolRuntime, PoolView
@@ -209,6 +210,7 @@ async def metrics(pool: PoolDep, pools: PoolsDep, registry: MetricRegistryDep) -
     rows this replica stored since: a scrape makes no query, however many pools."""
     for runtime in pools.runtimes():
         _store_gauges(runtime.store.known_counts, runtime.metrics)
+    await fresh(pool)
     settings, bundle = pool.settings, pool.slot.published
     lines = legacy_lines(
         model_type=(bundle.model_type if bundle else settings.model_type).value,

@@ -22,13 +22,13 @@ router = APIRouter()
 
 
 def _pool_json(pool: PoolRuntime, calibration: bool) -> dict[str, Any]:
-    published = pool.slot.published
     state = pool.state
     last = state.last_success
     live = pool.calibrator.published()
     return {
         "name": pool.name,
-        "model_version": published.version if published else None,
+        # a follower's newest published version, loaded or not (a pool's routes load it)
+        "model_version": pool.retrainer.newest_version(),
         # as last counted (every retrain tick), plus the rows this replica stored since
         "training_samples": pool.store.known_counts.training.total,
         "trained_through_sample_id": state.trained_through,
