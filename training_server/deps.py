@@ -66,9 +66,8 @@ async def _store(pool: PoolDep) -> SampleStore:
 async def fresh(pool: PoolView) -> None:
     """A follower on a shared model directory loads the pool's newest bundle when a route
     asks for it, not at every publication (retrain.retrainer: Retrainer.refresh)."""
-    retrainer = pool.retrainer if isinstance(pool, PoolRuntime) else None
-    if retrainer is not None and retrainer.share is None and not retrainer.serves_its_own():
-        await run_in_threadpool(retrainer.refresh)
+    if isinstance(pool, PoolRuntime) and pool.retrainer.loads_when_asked():
+        await run_in_threadpool(pool.retrainer.refresh)
 
 
 async def _published(pool: PoolDep) -> LoadedBundle | None:

@@ -178,11 +178,15 @@ class Retrainer:
         if history and history[0].version == newest:  # else its row is not written yet
             self._noted = newest
 
+    def loads_when_asked(self) -> bool:
+        """A follower on a shared model directory: it loads the newest bundle when a route
+        asks (refresh). Not the leader, which serves its own, nor with bundles shared
+        through the store (SharePuller imports them)."""
+        return self.share is None and not self.serves_its_own()
+
     def refresh(self) -> None:
-        """A follower on a shared model directory serves the newest published bundle from
-        now on (a route asks for the pool's model); nothing on the leader, which serves its
-        own, nor with bundles shared through the store (SharePuller imports them)."""
-        if self.share is None and not self.serves_its_own():
+        """Serve the newest published bundle from now on, when loads_when_asked."""
+        if self.loads_when_asked():
             self._serve_newest()
 
     def serves_its_own(self) -> bool:
