@@ -229,14 +229,15 @@ class SampleStore:
         test: bool,
         limit: int | None = None,
         since_id: int = 0,
+        through_id: int | None = None,
         group: str | None = None,
     ) -> tuple[Columns, np.ndarray]:
         """The newest `limit` (all if None) rows measuring `target` in one split with an id
-        of at least `since_id` (and of the live factor's `group`, shared.live_groups, when
-        given), oldest first. Served by ix_samples_window, so a large store is never read
-        whole. Besides the feature columns, `pod_class` holds each row's class label as
-        stored (an object array: the per-class figures of a retrain name classes, which
-        codes cannot)."""
+        of at least `since_id` and at most `through_id` (None: no bound), and of the live
+        factor's `group` (shared.live_groups) when given; oldest first. Served by
+        ix_samples_window, so a large store is never read whole. Besides the feature
+        columns, `pod_class` holds each row's class label as stored (an object array: the
+        per-class figures of a retrain name classes, which codes cannot)."""
         cols = [samples.c[name] for name in NUMERIC_FIELDS]
         labels = [samples.c[name] for name in LABEL_FIELDS]
         stmt = (
@@ -249,6 +250,8 @@ class SampleStore:
             .order_by(samples.c.id.desc())
             .limit(limit)
         )
+        if through_id is not None:
+            stmt = stmt.where(samples.c.id <= through_id)
         if group is not None:
             role, pod_class = group_labels(group)
             stored_role = func.lower(func.trim(samples.c.pod_type))

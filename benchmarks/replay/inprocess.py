@@ -37,12 +37,9 @@ from shared.settings import Calibration, TrainingSettings
 from shared.targets import TARGETS, Target
 from training_server.retrain.fit import TargetFit
 from training_server.retrain.level_blend import BLEND_TARGETS, LevelBlend
-from training_server.retrain.live_calibration import (
-    FIT_SINCE_TARGETS,
-    REBASE_MIN_ROWS,
-    REBASE_ROWS,
-)
+from training_server.retrain.live_calibration import FIT_SINCE_TARGETS
 from training_server.retrain.live_factor import BURST_WINDOW_TARGETS, LiveFactor
+from training_server.retrain.rebase_rows import REBASE_MIN_ROWS, rebase_asks
 from training_server.retrain.retrainer import FIT_SINCE_MIN_ROWS
 from training_server.retrain.schedule import RetrainSchedule
 from training_server.retrain.scoring import served_ms
@@ -58,6 +55,7 @@ class RetrainerFit:
     backend: Backend
     fit: TargetFit
     choice: str | None
+    through: int = 0  # the newest row position sent when it was fitted (0: not known)
 
 
 def fit_as_retrainer(
@@ -192,16 +190,18 @@ class TargetReplay:
 
     def _swap(self, fit: RetrainerFit, sent: int) -> None:
         """Serve `fit` from now on; the live factor is rebased as the leading trainer does,
-        on the newest REBASE_ROWS held-out rows sent so far of the factor's level."""
+        on the held-out rows sent so far that retrain.rebase_rows chooses."""
         old, self.serving = self.serving, fit
         if old is None or old.fit.model is None or fit.fit.model is None:
             return
         data = self.data
         mine = np.arange(sent)[data.measured[:sent]]
         held = mine[data.held[mine]]
-        rows = held[held >= self.live.level_since][-REBASE_ROWS:]
-        if len(rows) < REBASE_MIN_ROWS:
-            rows = held[-REBASE_MIN_ROWS:]
+        for ask in rebase_asks(self.target, self.live.level_since, old.through):
+            through = sent if ask.through_id is None else ask.through_id
+            rows = held[(held >= ask.since_id) & (held <= through)][-ask.limit :]
+            if len(rows) >= REBASE_MIN_ROWS:
+                break
         newest = _subset(data.train, rows)
         before = served_ms(old.backend, old.fit, newest)
         self.live.rebase(before, served_ms(fit.backend, fit.fit, newest), data.actual[rows])
@@ -224,6 +224,7 @@ class TargetReplay:
             (_subset(data.train, train), data.actual[train]),
             (_subset(data.train, test), data.actual[test]),
         )
+        fit.through = sent - 1
         self.pending.append((k + SERVE_LAG_BATCHES, fit))
         self.retrains.append(
             {

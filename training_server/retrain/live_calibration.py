@@ -55,6 +55,7 @@ from training_server.retrain.level_blend import (
 )
 from training_server.retrain.live_factor import BURST_WINDOW_TARGETS, LiveFactor, clamp
 from training_server.retrain.live_groups import EppRows, GroupFactors, GroupRows, group_names
+from training_server.retrain.rebase_rows import REBASE_MIN_ROWS, rebase_asks
 from training_server.retrain.served_gap import ServedGap, served_by_prior
 from training_server.store import SampleStore, ServedRows
 
@@ -64,12 +65,6 @@ log = logging.getLogger(__name__)
 MAX_ROWS_PER_STEP = 50_000
 # recent_coverage is the share of hits over this many newest scored rows per target.
 RECENT_ROWS = 1_000
-# A new bundle's answers are compared with the previous one's on this many newest
-# held-out rows of the level the factor follows (since its last shift), and on the newest
-# REBASE_MIN_ROWS whatever their level where fewer have arrived since (a 0.9 quantile of
-# fewer rows is too rough to move the factor by).
-REBASE_ROWS = 200
-REBASE_MIN_ROWS = 50
 # Targets whose retrains forget the rows before a large shift of their factor. Not TTFT:
 # its load bursts move its factor by more than LARGE_SHIFT_LOG without any drift, and
 # forgetting at each cost sharegpt's TTFT (benchmarks/README.md).
@@ -324,18 +319,17 @@ class LiveCalibrator:
         each group's) by how much less (or more) the new bundle needs to cover the newest
         held-out rows of the factor's level (retrain.live_factor); True when one moved."""
         old, self._corrected = self._corrected, bundle
-        self._corrected_through = self.trained_through()
+        old_through, self._corrected_through = self._corrected_through, self.trained_through()
         if bundle is None or old is None or old.version == bundle.version:
             return False
         moved = False
         for target in TARGETS:
             if not (old.has_model(target) and bundle.has_model(target)):
                 continue
-            moved = self._rebase_one(target, self._factors[target], old, bundle) or moved
+            pair = (old, bundle, old_through)
+            moved = self._rebase_one(target, self._factors[target], pair) or moved
             for name, factors in self._groups.factors.items():
-                if target in factors and self._rebase_one(
-                    target, factors[target], old, bundle, name
-                ):
+                if target in factors and self._rebase_one(target, factors[target], pair, name):
                     self._groups.rebased(name, target)
                     moved = True
         return moved
@@ -344,19 +338,24 @@ class LiveCalibrator:
         self,
         target: Target,
         factor: LiveFactor,
-        old: LoadedBundle,
-        new: LoadedBundle,
+        pair: tuple[LoadedBundle, LoadedBundle, int],
         group: str | None = None,
     ) -> bool:
-        """Rebase one factor on the held-out rows of its level (of its group, if any)."""
-        # Held-out rows: no bundle was fitted on them, so neither answer is in-sample.
-        columns, actual = self.store.window(
-            target, test=True, limit=REBASE_ROWS, since_id=factor.level_since, group=group
-        )
-        if len(actual) < REBASE_MIN_ROWS:
+        """Rebase one factor from the old bundle to the new one (`pair`: both, and the newest
+        row the old one was trained on), on held-out rows (of its group, if any) that
+        retrain.rebase_rows chooses: no bundle was fitted on them."""
+        old, new, old_through = pair
+        for ask in rebase_asks(target, factor.level_since, old_through):
             columns, actual = self.store.window(
-                target, test=True, limit=REBASE_MIN_ROWS, group=group
+                target,
+                test=True,
+                limit=ask.limit,
+                since_id=ask.since_id,
+                through_id=ask.through_id,
+                group=group,
             )
+            if len(actual) >= REBASE_MIN_ROWS:
+                break
         if not len(actual):
             return False
         # Both without their live factor: the factor is what is being rebased.

@@ -22,8 +22,9 @@ Three movements, each for a different kind of change:
 - a new bundle (`rebase`): the factor corrected the previous bundle. A retrain on rows of
   the new level moves the bundle's answers itself, and the factor on top of it would count
   the move twice (after a doubling: 4x for a minute). So the factor moves by what the new
-  bundle needs less (or more) than the old one on the same newest held-out rows of the
-  current level: the difference of the two conformal quantiles of log(actual / answer).
+  bundle needs less (or more) than the old one on the same held-out rows (which ones:
+  retrain.rebase_rows): the difference of the two conformal quantiles of log(actual /
+  answer).
   Compared at the quantile the factor serves, not at the median: a bundle that moved its
   middle but not its tail still needs the factor.
 

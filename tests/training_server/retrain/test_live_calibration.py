@@ -27,8 +27,8 @@ from tests.conftest import training_settings
 from tests.polling import eventually
 from tests.training_server.conftest import OpenClient, ingest, published_of, tick, train
 from training_server.app import create_app
-from training_server.retrain.live_calibration import REBASE_MIN_ROWS
 from training_server.retrain.live_factor import conformal_log_offset
+from training_server.retrain.rebase_rows import REBASE_MIN_ROWS
 from training_server.retrain.served_gap import MAX_LEVEL_GAP
 
 
@@ -164,20 +164,43 @@ def _epp_row() -> dict[str, Any]:
     return row
 
 
+def _rebase_rows(
+    state: Any, target: Target, old_through: int, fitted_around: bool
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The held-out rows a rebase of `target` compares the bundles on, as the test expects
+    them: up to the old bundle's watermark (`fitted_around`), or the newest of the level."""
+    if fitted_around:
+        columns, actual = state.store.window(
+            target, test=True, limit=REBASE_MIN_ROWS, through_id=old_through
+        )
+        assert len(actual) == REBASE_MIN_ROWS
+        return columns, actual
+    since = state.calibrator.level_since(target)
+    columns, actual = state.store.window(target, test=True, limit=200, since_id=since)
+    if len(actual) < REBASE_MIN_ROWS:  # here the newest 20 of one big batch
+        columns, actual = state.store.window(target, test=True, limit=REBASE_MIN_ROWS)
+    assert 0 < len(actual) <= REBASE_MIN_ROWS
+    return columns, actual
+
+
 def test_a_new_bundle_rebases_the_factor_so_the_served_p90_stays_put(
     open_client: OpenClient,
 ) -> None:
     """After the factor followed rows 3x slower, a retrain on them moves the bundle's own
     answers up: on the next tick the factor comes down by what the new bundle needs less
-    than the old one to cover the newest held-out rows of that level (their 0.9 conformal
-    quantiles), instead of counting the move twice."""
+    than the old one to cover the same held-out rows (their 0.9 conformal quantiles),
+    instead of counting the move twice. Which rows (retrain.rebase_rows): TPOT's are the
+    newest of the factor's level; TTFT's are rows the old bundle's training had the
+    neighbours of too (up to its watermark), where the new one cannot look better than it
+    will be on the next."""
     client = open_client(calibration_step=0.01)
-    train(client)
+    train(client, n=1_500)  # over REBASE_MIN_ROWS held-out rows of each target
     tick(client)
     ingest(client, slower_rows(600, seed=12, scale=3.0))
     tick(client)
     state = app_of(client).state.pools.default
     old = state.calibrator.slot.published
+    old_through = state.retrainer.state.trained_through
     before = published_of(client)
     assert old is not None and before.targets[Target.TTFT].log_offset > math.log(2.0)
     assert client.post("/retrain").json()["outcome"] == "ok"
@@ -186,14 +209,8 @@ def test_a_new_bundle_rebases_the_factor_so_the_served_p90_stays_put(
     tick(client)  # no new rows: only the rebase
     after = published_of(client)
     for target in Target:
-        since = state.calibrator.level_since(target)
-        assert since > 0  # the factor followed the 3x rows as a shift
-        # Held out: no fit saw them; the rows of the level the factor follows, here the
-        # newest 20 of one big batch, so the newest REBASE_MIN_ROWS stand in.
-        columns, actual = state.store.window(target, test=True, limit=200, since_id=since)
-        if len(actual) < REBASE_MIN_ROWS:
-            columns, actual = state.store.window(target, test=True, limit=REBASE_MIN_ROWS)
-        assert 0 < len(actual) <= REBASE_MIN_ROWS
+        assert state.calibrator.level_since(target) > old_through  # followed as a shift
+        columns, actual = _rebase_rows(state, target, old_through, target is Target.TTFT)
         needed = [
             conformal_log_offset(
                 np.log(actual / b.with_live(NO_LIVE_OFFSETS).predict(columns)[target]), 0.9
