@@ -316,8 +316,8 @@ class LiveCalibrator:
 
     def _rebase(self, bundle: LoadedBundle | None) -> bool:
         """When a new bundle is served, move each trained target's factor (the pool's and
-        each group's) by how much less (or more) the new bundle needs to cover the newest
-        held-out rows of the factor's level (retrain.live_factor); True when one moved."""
+        each group's) by how much less (or more) the new bundle needs to cover the same
+        held-out rows (retrain.live_factor, retrain.rebase_rows); True when one moved."""
         old, self._corrected = self._corrected, bundle
         old_through, self._corrected_through = self._corrected_through, self.trained_through()
         if bundle is None or old is None or old.version == bundle.version:
